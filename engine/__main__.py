@@ -1,0 +1,5 @@
+"""Entry point for `python -m engine`."""
+
+from engine.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""One Job flows through every channel (CLI, folder, mail): read → validate → evaluate → render."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.intake import Intake
+from engine.problems import Problem, SizingError
+from engine.results import Results
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    """An intake file on its way to a quote.
+
+    status: "new" → "quoted" (outputs written), "invalid" (the intake has
+    problems a salesperson can fix; an annotated workbook is written for
+    workbook input) or "failed" (the file is unreadable or something broke).
+    """
+
+    source: Path
+    outdir: Path
+    stem: str = ""
+    status: str = "new"
+    intake: Intake | None = None
+    results: Results | None = None
+    problems: list[Problem] = field(default_factory=list)
+    outputs: list[Path] = field(default_factory=list)
+    language: str = "en"
+    ruleset_version: str = ""
+    seconds: float = 0.0
+
+    def __post_init__(self):
+        self.source, self.outdir = Path(self.source), Path(self.outdir)
+        self.stem = self.stem or self.source.stem
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "quoted"
+
+
+def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None,
+            formats: tuple[str, ...] = ("xlsx", "html", "json")) -> Job:
+    """Quote one intake file. Never raises for bad input: the Job says what happened."""
+    from engine.evaluate import evaluate
+    from engine.rules import current_ruleset
+
+    job = Job(source=source, outdir=outdir, stem=stem or "")
+    started = time.perf_counter()
+    try:
+        ruleset = ruleset or current_ruleset()
+        job.ruleset_version = ruleset.version
+        job.intake = _read(job)
+        if job.intake is not None:
+            job.language = job.intake.language
+            problems = _validate(job.intake, ruleset)
+            if problems:
+                job.problems, job.status = problems, "invalid"
+                job.outputs = _write_errors(job)
+            else:
+                job.results = evaluate(job.intake, ruleset)
+                job.status = "quoted"
+                job.outputs = _render(job, formats)
+    except SizingError as e:
+        job.problems.extend(e.problems)
+        job.status = "failed" if job.status == "new" else job.status
+    except Exception as e:  # noqa: BLE001 — a service must report, never die, on one bad job
+        log.exception("unexpected error quoting %s", source)
+        job.problems.append(Problem("internal", job.source.name,
+                                    f"internal error while quoting ({type(e).__name__}: {e}); "
+                                    "the file is kept, please report this.", fixer="developer"))
+        job.status = "failed"
+    job.seconds = time.perf_counter() - started
+    return job
+
+
+def _read(job: Job) -> Intake | None:
+    from engine.intake import read
+    try:
+        return read(job.source)
+    except SizingError as e:
+        job.problems.extend(e.problems)
+        job.status = "failed"
+        return None
+
+
+def _validate(intake: Intake, ruleset) -> list[Problem]:
+    try:
+        from engine.validate import validate
+    except ImportError:       # until the validator lands, the evaluator checks what it needs
+        return []
+    return validate(intake, ruleset.catalogs)
+
+
+def _write_errors(job: Job) -> list[Path]:
+    if job.intake is None or job.intake.kind != "xlsx":
+        return []
+    try:
+        from engine.errors_workbook import write_errors_workbook
+    except ImportError:
+        return []
+    return [write_errors_workbook(job)]
+
+
+def _render(job: Job, formats: tuple[str, ...]) -> list[Path]:
+    try:
+        from engine.render import write_outputs
+    except ImportError:
+        from engine.quote_json import write_quote_json
+        return [write_quote_json(job)]
+    return write_outputs(job, formats)

@@ -1,0 +1,74 @@
+"""What an evaluation produces: values, a step-by-step trace, and warnings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rule evaluated: the number and everything needed to defend it."""
+
+    name: str
+    group: str                 # rule file topic: model, compute, capacity, ...
+    label: dict[str, str]      # {"en": ..., "zh-TW": ..., "zh-CN": ...}
+    unit: str
+    formula: str
+    inputs: dict[str, Any]     # every name the formula read, with its value
+    value: Any
+    where: str                 # "rules/compute.yaml:14"
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning raised by a rule file's `warnings:` section."""
+
+    code: str
+    message: dict[str, str]    # already formatted, one text per language
+    where: str
+    severity: str = "warning"  # warning | info
+
+    def text(self, lang: str) -> str:
+        return self.message.get(lang) or self.message.get("en", self.code)
+
+
+@dataclass
+class Results:
+    """Results of one scenario. `values` holds every rule that applied."""
+
+    values: dict[str, Any]
+    trace: list[Step]
+    warnings: list[Notice]
+    ruleset: str
+    inputs: dict[str, Any] = field(default_factory=dict)   # resolved inputs used
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.trace if s.name == name), None)
+
+    def to_json(self, lang: str = "en") -> dict:
+        """The `--json` document: {"inputs", "results", "warnings", "trace", "ruleset"}."""
+        return {
+            "inputs": {k: plain(v) for k, v in self.inputs.items()},
+            "results": {k: plain(v) for k, v in self.values.items()},
+            "warnings": [{"code": n.code, "message": n.text(lang), "where": n.where,
+                          "severity": n.severity} for n in self.warnings],
+            "trace": [{"rule": s.name, "group": s.group, "label": s.label.get(lang, s.name),
+                       "formula": s.formula, "inputs": {k: plain(v) for k, v in s.inputs.items()},
+                       "value": plain(s.value), "unit": s.unit, "where": s.where}
+                      for s in self.trace],
+            "ruleset": self.ruleset,
+        }
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe Python value: numpy scalars become floats/bools, NaN/inf become None."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
