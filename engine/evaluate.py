@@ -165,19 +165,21 @@ class _MessageFormatter(string.Formatter):
 
     def format_field(self, value, spec):
         value = _native(value)
-        if not spec and isinstance(value, float):
-            return friendly_number(value)
+        if not spec and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return friendly_number(float(value))
         return super().format_field(value, spec)
 
 
 def friendly_number(value: float) -> str:
+    """1,321 · 165.2 · 66.08 · 0.0123 — thousands separators, about four significant digits, no exponent."""
     if not math.isfinite(value):
         return "n/a"
-    if value == int(value) and abs(value) < 1e15:
-        return f"{int(value):,}"
     magnitude = abs(value)
-    digits = 2 if magnitude >= 100 else 3 if magnitude >= 1 else 4
-    return f"{value:,.{digits}g}" if magnitude < 1e6 else f"{value:,.0f}"
+    if magnitude >= 1000 or value == int(value):
+        return f"{value:,.0f}"
+    decimals = 1 if magnitude >= 100 else 2 if magnitude >= 1 else max(2, 3 - math.floor(math.log10(magnitude)))
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 class _PlainView(dict):

@@ -6,6 +6,7 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 
 from engine.formula import FormulaError, is_array
 
@@ -22,14 +23,33 @@ def _dig(entry: dict, path: str) -> Any:
     return value
 
 
+_FACTOR_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of an id array; cached because one sweep looks up the same array often."""
+    hit = _FACTOR_CACHE.get(id(ids))
+    if hit is not None and hit[0] is ids:
+        return hit[1], hit[2]
+    codes, uniques = pd.factorize(ids)          # hashing: far cheaper than sorting strings
+    if len(_FACTOR_CACHE) > 32:
+        _FACTOR_CACHE.clear()
+    _FACTOR_CACHE[id(ids)] = (ids, codes, np.asarray(uniques))
+    return codes, np.asarray(uniques)
+
+
+def _spread(values: list, codes: np.ndarray, kind: str) -> np.ndarray:
+    dtype = float if kind == "number" else (bool if kind == "bool" else object)
+    out = np.asarray(values, dtype=dtype)[codes]
+    return out.astype(str) if kind == "text" else out
+
+
 def _per_id(ids: Any, one: Callable[[Any], Any], kind: str):
     """Apply `one` to a scalar id, or to each distinct id of an array (then spread back)."""
     if not is_array(ids):
         return one(ids)
-    uniques, inverse = np.unique(ids, return_inverse=True)
-    values = [one(u.item() if hasattr(u, "item") else u) for u in uniques]
-    dtype = float if kind == "number" else (bool if kind == "bool" else str)
-    return np.asarray(values, dtype=dtype)[inverse]
+    codes, uniques = _factorize(ids)
+    return _spread([one(str(u)) for u in uniques], codes, kind)
 
 
 class Lookups:
@@ -124,17 +144,14 @@ class Lookups:
         return out if out.ndim else np.float64(out)
 
     def _pairwise(self, a, b, one, kind):
+        """`one(a, b)` over arrays: evaluated once per distinct pair, then spread back."""
         if not is_array(a) and not is_array(b):
             return one(a, b)
-        n = len(a) if is_array(a) else len(b)
-        a_arr = a if is_array(a) else np.full(n, a)
-        b_arr = b if is_array(b) else np.full(n, b)
-        pairs = np.char.add(np.char.add(a_arr.astype(str), "\x00"), b_arr.astype(str))
-        uniques, inverse = np.unique(pairs, return_inverse=True)
-        values = [one(*str(u).split("\x00", 1)) for u in uniques]
-        dtype = float if kind == "number" else (bool if kind == "bool" else object)
-        out = np.asarray(values, dtype=dtype)[inverse]
-        return out.astype(str) if kind == "text" else out
+        codes_a, uniq_a = _factorize(a) if is_array(a) else (np.zeros(len(b), dtype=np.intp), np.array([a]))
+        codes_b, uniq_b = _factorize(b) if is_array(b) else (np.zeros(len(a), dtype=np.intp), np.array([b]))
+        pair_codes, pairs = pd.factorize(codes_a * len(uniq_b) + codes_b)
+        values = [one(str(uniq_a[p // len(uniq_b)]), str(uniq_b[p % len(uniq_b)])) for p in pairs]
+        return _spread(values, pair_codes, kind)
 
 
 def finite(value: Any) -> bool:

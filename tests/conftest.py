@@ -1,0 +1,28 @@
+"""Shared fixtures: the shipped rule set, and a scratch copy of rules/catalogs to break."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def ruleset():
+    from engine.rules import load_ruleset
+    return load_ruleset(ROOT / "rules", ROOT / "catalogs")
+
+
+@pytest.fixture
+def home_copy(tmp_path) -> Path:
+    """A private copy of rules/, catalogs/ and templates/ that a test may edit or break."""
+    for name in ("rules", "catalogs", "templates"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, tmp_path / name)
+    return tmp_path
