@@ -83,8 +83,12 @@ def _build(node, constructor, display: str, count: list[int]) -> Any:
                                    "nested?); write the values out plainly.", fixer="rules")])
     line = node.start_mark.line + 1
     if isinstance(node, MappingNode):
-        out = LineDict(line)
+        out, merged = LineDict(line), []
         for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":     # `<<: *anchor` — explicit keys win
+                value = _build(value_node, constructor, display, count)
+                merged.extend(value if isinstance(value, list) else [value])
+                continue
             key = constructor.construct_object(key_node, deep=True) if isinstance(key_node, ScalarNode) \
                 else f"<{type(key_node).__name__}>"
             key_line = key_node.start_mark.line + 1
@@ -96,6 +100,11 @@ def _build(node, constructor, display: str, count: list[int]) -> Any:
                                            f"{out.lines[key]}); keep one.", fixer="rules")])
             out[key] = _build(value_node, constructor, display, count)
             out.lines[key] = key_line
+        for extra in merged:
+            if isinstance(extra, LineDict):
+                for key, value in extra.items():
+                    if key not in out:
+                        out[key], out.lines[key] = value, extra.lines.get(key, line)
         return out
     if isinstance(node, SequenceNode):
         out = LineList(line)
