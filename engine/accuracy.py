@@ -186,3 +186,19 @@ def check_limits(summary: dict, limits) -> list[str]:
         if value > limit:
             failures.append(f"{group} {kind} {value:.3f} exceeds {limit}")
     return failures
+
+
+def band(table: pd.DataFrame, group: str) -> float:
+    """The uncertainty band of a group: 80th percentile of |error|, rounded up to 5%."""
+    errors = table[table["group"] == group]["error"].abs()
+    return math.ceil(round(float(errors.quantile(0.8)) * 20, 6)) / 20
+
+
+def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
+    """The published runs a group's estimates were checked against: [{id, title, url}]."""
+    try:
+        cases = load_cases(path)
+    except (SizingError, OSError):
+        return []
+    return [{"id": c.id, "title": c.source.get("title", ""), "url": c.source.get("url", "")}
+            for c in cases if c.group == group]

@@ -1,0 +1,79 @@
+"""Estimates against published runs: `sizing validate` holds the accuracy reached, and bands follow it."""
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from engine.accuracy import DEFAULT_CASES, band, compare, load_cases, summarise
+from engine.cli import main
+from engine.evaluate import evaluate
+
+# The figures reached when the coefficients were chosen (docs/accuracy.md), slightly rounded up;
+# the issue's targets are looser (training 10% / ±35%, inference 20% / ×1.6, memory 5% / ±25%).
+REACHED = ["--max-median-error", "training=0.09", "--max-worst-error", "training=0.25",
+           "--max-median-error", "inference=0.15", "--max-worst-factor", "inference=1.5",
+           "--max-median-error", "memory=0.01", "--max-worst-error", "memory=0.02"]
+
+
+def validate_cli(*args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(["validate", *args])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def table(ruleset):
+    return compare(load_cases(DEFAULT_CASES), ruleset)
+
+
+def test_accuracy_never_silently_gets_worse():
+    code, out = validate_cli(*REACHED)
+    assert code == 0, out
+    assert "training" in out and "held out" in out
+
+
+def test_a_tighter_limit_than_reached_fails():
+    code, out = validate_cli("--max-median-error", "training=0.01")
+    assert code == 1
+    assert "FAIL: training median" in out
+
+
+def test_json_report_lists_every_figure(table):
+    code, out = validate_cli("--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert len(doc["cases"]) == len(table)
+    assert set(doc["groups"]) == {"training", "inference", "memory"}
+
+
+def test_every_case_is_expressible_and_estimated(table):
+    # FP8, consumer GPUs, H200, MoE-capable rules, ZeRO stages: every figure gets an estimate.
+    assert table["estimated"].notna().all(), table[table["estimated"].isna()]
+    assert {"fp8", "4090", "H200"} <= {str(v) for c in load_cases(DEFAULT_CASES) for v in c.intake.values()}
+
+
+def test_held_out_cases_are_reported_separately(table):
+    summary = summarise(table)
+    for group in ("training", "inference"):
+        assert "choose" in summary[group] and "check" in summary[group]
+        assert summary[group]["choose"]["cases"] + summary[group]["check"]["cases"] == summary[group]["cases"]
+
+
+@pytest.mark.parametrize("group, rule", [("training", "training_band"), ("inference", "inference_band"),
+                                         ("memory", "memory_band")])
+def test_uncertainty_bands_match_the_validation_errors(ruleset, table, group, rule):
+    assert evaluate({}, ruleset, only=[rule]).values[rule] == pytest.approx(band(table, group))
+
+
+def test_explicit_utilization_always_wins(ruleset):
+    case = {"workload": "pretraining", "model": "llama-2-7b", "training_tokens_billion": 100,
+            "gpu": "A100", "gpu_count": 8, "precision": "bf16"}
+    assert evaluate(case, ruleset).values["utilization_used"] != pytest.approx(0.33)
+    assert evaluate({**case, "utilization": 0.33}, ruleset).values["utilization_used"] == pytest.approx(0.33)
+    served = {"workload": "online-inference", "model": "llama-2-7b", "gpu": "A100", "gpu_count": 1,
+              "precision": "fp16", "prompt_tokens": 512, "output_tokens": 128, "utilization": 0.33}
+    r = evaluate(served, ruleset).values
+    assert r["prefill_utilization"] == pytest.approx(0.33) and r["decode_utilization"] == pytest.approx(0.33)
