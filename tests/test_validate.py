@@ -1,0 +1,162 @@
+"""The validator: every wrong entry gets its code and its cell; YAML and workbooks share one schema."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from engine.intake import Intake, read
+from engine.validate import validate
+from test_intake_kit import BASE, catalogs, cell_of, filled
+
+# (what the salesperson did, canonical values to start from, what they typed, code, cell of key)
+WRONG_ENTRIES = [
+    ("count in words", {}, {"gpu_count": "eight"}, "type", "gpu_count"),
+    ("zero GPUs", {}, {"gpu_count": 0}, "min", "gpu_count"),
+    ("half a GPU", {}, {"gpu_count": 2.5}, "type", "gpu_count"),
+    ("two numbers", {}, {"gpu_count": "8 x 4"}, "type", "gpu_count"),
+    ("percent as 40", {}, {"utilization": 40}, "max", "utilization"),
+    ("over 100%", {}, {"utilization": "150%"}, "max", "utilization"),
+    ("0%", {}, {"utilization": "0%"}, "min", "utilization"),
+    ("negative epochs", {}, {"epochs": -1}, "min", "epochs"),
+    ("epochs in words", {}, {"epochs": "ten"}, "type", "epochs"),
+    ("a date in a number cell", {}, {"deadline_days": datetime.datetime(2025, 3, 1)}, "type", "deadline_days"),
+    ("unknown workload", {}, {"workload": "training"}, "allowed", "workload"),
+    ("unknown precision", {}, {"precision": "fp12"}, "allowed", "precision"),
+    ("unknown optimizer", {}, {"optimizer": "adagrad"}, "allowed", "optimizer"),
+    ("unknown language", {}, {"language": "Klingon"}, "allowed", "language"),
+    ("unknown GPU", {}, {"gpu": "H1000"}, "unknown_gpu", "gpu"),
+    ("unknown model", {}, {"model": "llama-9-400b"}, "unknown_model", "model"),
+    ("customer cleared", {}, {"customer": None}, "required", "customer"),
+    ("customer only spaces", {}, {"customer": "   "}, "required", "customer"),
+    ("customer too long", {}, {"customer": "x" * 300}, "too_long", "customer"),
+    ("bad e-mail", {}, {"contact_email": "bob at example"}, "format", "contact_email"),
+    ("currency in words", {}, {"currency": "dollars"}, "format", "currency"),
+    ("maybe", {}, {"flash_attention": "maybe"}, "type", "flash_attention"),
+    ("2 as a yes/no", {}, {"activation_checkpointing": 2}, "type", "activation_checkpointing"),
+    ("ZeRO 4", {}, {"zero_stage": 4}, "max", "zero_stage"),
+    ("ZeRO 1.5", {}, {"zero_stage": "1.5"}, "type", "zero_stage"),
+    ("negative price", {}, {"gpu_hour_price": -1}, "min", "gpu_hour_price"),
+    ("parameters in words", {"model": "custom"}, {"params_billion": "seventy"}, "type", "params_billion"),
+    ("tensor parallel 3 of 8", {}, {"tensor_parallel": 3}, "parallel_divides", "tensor_parallel"),
+    ("pipeline 16 of 8", {}, {"pipeline_parallel": 16}, "parallel_divides", "pipeline_parallel"),
+    ("no training size", {}, {"training_tokens_billion": None}, "needs_training_size", "training_tokens_billion"),
+    ("dataset without sample size", {}, {"training_tokens_billion": None, "dataset_gb": 100},
+     "needs_sample_size", "sample_kb"),
+    ("custom model without size", {"model": "custom"}, {}, "needs_model_size", "params_billion"),
+    ("KV heads do not divide", {"model": "custom", "params_billion": 7, "attention_heads": 32}, {"kv_heads": 5},
+     "heads_divide", "kv_heads"),
+    ("active above total", {"model": "custom", "params_billion": 70}, {"active_params_billion": "80B"},
+     "active_exceeds_total", "active_params_billion"),
+    ("online without prompt", {"workload": "online-inference", "output_tokens": 200}, {},
+     "needs_inference_tokens", "prompt_tokens"),
+    ("prompt too long", {"workload": "online-inference", "output_tokens": 200}, {"prompt_tokens": "1e9"},
+     "max", "prompt_tokens"),
+    ("negative TTFT", {"workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200},
+     {"ttft_target_ms": "-5 ms"}, "min", "ttft_target_ms"),
+    ("offline without request count", {"workload": "offline-inference", "prompt_tokens": 100, "output_tokens": 50},
+     {}, "required", "requests_total"),
+    ("unknown fine-tuning method", {"workload": "fine-tuning"}, {"finetune_method": "half"}, "allowed",
+     "finetune_method"),
+]
+
+
+@pytest.mark.parametrize("start, typed, code, key", [row[1:] for row in WRONG_ENTRIES],
+                         ids=[row[0] for row in WRONG_ENTRIES])
+def test_wrong_entry_gets_its_code_and_cell(tmp_path, start, typed, code, key):
+    problems = validate(read(filled(tmp_path, {**BASE, **start}, typed=typed)), catalogs())
+    assert [(p.code, p.where) for p in problems] == [(code, cell_of(key))], problems
+    assert problems[0].fixer == "sales"
+    assert problems[0].message and "{" not in problems[0].message
+
+
+def test_enough_wrong_entries_are_covered():
+    assert len(WRONG_ENTRIES) >= 25
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    path = filled(tmp_path, BASE, typed=dict(gpu_count="eight", utilization=40, gpu="H1000",
+                                             customer=None, precision="fp12"))
+    problems = validate(read(path), catalogs())
+    assert sorted(p.code for p in problems) == ["allowed", "max", "required", "type", "unknown_gpu"]
+
+
+def test_message_names_label_value_and_what_is_allowed_in_the_workbook_language(tmp_path):
+    path = filled(tmp_path, {**BASE, "language": "zh-TW"}, lang="zh-TW", typed={"gpu_count": "eight"})
+    (problem,) = validate(read(path), catalogs())
+    assert problem.message == "「GPU 數量」：「eight」不是介於 1 到 10,000,000 之間的整數。"
+    path = filled(tmp_path, BASE, name="en.xlsx", typed={"gpu_count": "eight"})
+    (problem,) = validate(read(path), catalogs())
+    assert problem.message == "Number of GPUs: “eight” is not a whole number from 1 to 10,000,000."
+    assert problem.value == "eight"
+
+
+def test_unknown_gpu_lists_the_closest_catalog_entries(tmp_path):
+    (problem,) = validate(read(filled(tmp_path, BASE, typed={"gpu": "H10"})), catalogs())
+    assert "H100" in problem.message and "closest" in problem.message
+
+
+def test_yaml_intake_goes_through_the_same_validator(tmp_path):
+    path = tmp_path / "case.yaml"
+    path.write_text("customer: Acme\nworkload: pretraining\nmodel: llama-3.1-8b\ngpu: H100\n"
+                    "gpu_cnt: 8\ntraining_tokens_billion: lots\n", encoding="utf-8")
+    problems = validate(read(path), catalogs())
+    assert [(p.code, p.where) for p in problems] == [("unknown_key", "case.yaml:5"), ("type", "case.yaml:6")]
+    assert "did you mean “gpu_count”" in problems[0].message.lower()
+
+
+def test_yaml_problems_speak_the_intake_language(tmp_path):
+    path = tmp_path / "case.yaml"
+    path.write_text("customer: 甲\nlanguage: zh-CN\nworkload: 训练\nmodel: llama-3.1-8b\ngpu: H100\n"
+                    "training_tokens_billion: 1\n", encoding="utf-8")
+    (problem,) = validate(read(path), catalogs())
+    assert problem.code == "allowed" and problem.message.startswith("“工作负载类型”：“训练”不在选项中")
+
+
+def test_values_are_normalised_in_place_with_defaults_recorded():
+    intake = Intake(values={"customer": " Acme ", "workload": "Fine Tuning", "model": "Llama-2-7B",
+                            "gpu": "rtx 4090", "gpu_count": "4 GPUs", "samples": "50,000",
+                            "utilization": "40%", "activation_checkpointing": "是", "precision": "BF16",
+                            "finetune_method": "LoRA", "params_billion": None},
+                    sources={"customer": "x.yaml:1"})
+    assert validate(intake, catalogs()) == []
+    v = intake.values
+    assert (v["customer"], v["workload"], v["model"], v["gpu"]) == ("Acme", "fine-tuning", "llama-2-7b",
+                                                                    "nvidia-rtx-4090")
+    assert v["gpu_count"] == 4 and isinstance(v["gpu_count"], int)
+    assert v["samples"] == 50000 and v["utilization"] == 0.4
+    assert v["activation_checkpointing"] is True and v["precision"] == "bf16" and v["finetune_method"] == "lora"
+    assert "params_billion" not in v                                  # empty means not given
+    assert v["epochs"] == 1 and intake.sources["epochs"] == "default"
+    assert "prompt_tokens" not in v and "concurrency" not in v          # inference-only defaults stay out
+
+
+def test_quote_language_follows_the_language_field_once_valid():
+    intake = Intake(values={**BASE, "language": "繁體中文"}, language="en")
+    assert validate(intake, catalogs()) == []
+    assert intake.language == "zh-TW" and intake.values["language"] == "zh-TW"
+
+
+def test_custom_model_from_layers_and_hidden_size_is_enough():
+    intake = Intake(values={**BASE, "model": "custom", "layers": 12, "hidden_size": 768})
+    assert validate(intake, catalogs()) == []
+
+
+def test_json_intake_goes_through_the_same_validator(tmp_path):
+    path = tmp_path / "case.json"
+    path.write_text('{"customer": "Acme", "workload": "online-inference", "model": "Llama-3.1-70B",'
+                    ' "gpu": "H100", "gpu_count": "8", "tensor_parallel": 8, "prompt_tokens": 2000,'
+                    ' "output_tokens": "four hundred", "epochs": 3}', encoding="utf-8")
+    intake = read(path)
+    problems = validate(intake, catalogs())
+    assert [(p.code, p.where) for p in problems] == [("type", "case.json:output_tokens")]
+    assert intake.values["gpu_count"] == 8 and intake.values["model"] == "llama-3.1-70b"
+    assert intake.values["epochs"] == 3                       # does not apply, may stay
+
+
+def test_blank_template_reports_only_the_required_fields(tmp_path):
+    from test_intake_kit import blank
+    problems = validate(read(blank(tmp_path)), catalogs())
+    assert sorted((p.code, p.where) for p in problems) == sorted(
+        ("required", cell_of(k)) for k in ("customer", "workload", "model", "gpu"))
