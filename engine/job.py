@@ -6,6 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.intake import Intake
 from engine.problems import Problem, SizingError
@@ -34,6 +35,7 @@ class Job:
     language: str = "en"
     ruleset_version: str = ""
     seconds: float = 0.0
+    ruleset: Any = field(default=None, repr=False)   # the rule set this job was quoted with
 
     def __post_init__(self):
         self.source, self.outdir = Path(self.source), Path(self.outdir)
@@ -53,7 +55,7 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     job = Job(source=source, outdir=outdir, stem=stem or "")
     started = time.perf_counter()
     try:
-        ruleset = ruleset or current_ruleset()
+        ruleset = job.ruleset = ruleset or current_ruleset()
         job.ruleset_version = ruleset.version
         job.intake = _read(job)
         if job.intake is not None:
@@ -90,27 +92,17 @@ def _read(job: Job) -> Intake | None:
 
 
 def _validate(intake: Intake, ruleset) -> list[Problem]:
-    try:
-        from engine.validate import validate
-    except ImportError:       # until the validator lands, the evaluator checks what it needs
-        return []
+    from engine.validate import validate
     return validate(intake, ruleset.catalogs)
 
 
 def _write_errors(job: Job) -> list[Path]:
     if job.intake is None or job.intake.kind != "xlsx":
         return []
-    try:
-        from engine.errors_workbook import write_errors_workbook
-    except ImportError:
-        return []
+    from engine.errors_workbook import write_errors_workbook
     return [write_errors_workbook(job)]
 
 
 def _render(job: Job, formats: tuple[str, ...]) -> list[Path]:
-    try:
-        from engine.render import write_outputs
-    except ImportError:
-        from engine.quote_json import write_quote_json
-        return [write_quote_json(job)]
+    from engine.render import write_outputs
     return write_outputs(job, formats)

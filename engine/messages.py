@@ -1,0 +1,127 @@
+"""The message catalogue: every non-rule text of a quote, and how numbers and units read, per language."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from engine.paths import LANGUAGES, TEMPLATES_DIR
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+PERCENT_UNITS = {"fraction", "ratio"}     # stored as 0.4, shown as 40%
+SCIENTIFIC_FROM = 1e10                     # FLOP counts and token totals read better as powers
+
+
+def template_dirs() -> list[Path]:
+    """Folders searched for templates and messages, first match wins.
+
+    SIZING_TEMPLATES (one or more folders, separated like PATH) lets a deployment
+    override any template or message by file name; the package's own come last.
+    """
+    extra = [Path(p) for p in os.environ.get("SIZING_TEMPLATES", "").split(os.pathsep) if p]
+    return [*extra, TEMPLATES_DIR]
+
+
+def messages(lang: str) -> Messages:
+    """The catalogue for a language (unknown languages read English)."""
+    lang = lang if lang in LANGUAGES else "en"
+    return Messages(lang, _table(lang, tuple(template_dirs())))
+
+
+@functools.lru_cache(maxsize=16)
+def _table(lang: str, dirs: tuple[Path, ...]) -> dict:
+    # English underneath, so an override file or a new language can leave entries out.
+    table: dict = {}
+    for name in dict.fromkeys(("en", lang)):
+        for folder in reversed(dirs):
+            path = folder / "messages" / f"{name}.yaml"
+            if path.is_file():
+                _merge(table, YAML(typ="safe").load(path.read_text(encoding="utf-8")) or {})
+    return table
+
+
+def _merge(base: dict, over: dict) -> None:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+class Messages:
+    """Looks texts up by dotted path (`m("sections.capacity")`) and writes numbers with units."""
+
+    def __init__(self, lang: str, table: dict):
+        self.lang, self.table = lang, table
+
+    def __call__(self, path: str, **fields: Any) -> str:
+        node: Any = self.table
+        for part in path.split("."):
+            node = node[part]          # a missing entry is a bug in a catalogue: fail loudly
+        return node.format(**fields) if fields else node
+
+    def get(self, path: str, default: str | None = None) -> str | None:
+        try:
+            return self(path)
+        except (KeyError, TypeError):
+            return default
+
+    def unit(self, unit: str) -> str:
+        return self.table.get("units", {}).get(unit, unit)
+
+    def number(self, value: Any) -> str:
+        """A number as a reader expects it: 1,234 · 19.2 · 0.0123 · 1.8 × 10¹⁸."""
+        if isinstance(value, bool):
+            return self("values.yes") if value else self("values.no")
+        if not isinstance(value, (int, float)):
+            return self("values.missing") if value is None else str(value)
+        if not math.isfinite(value):
+            return self("values.missing")
+        size = abs(value)
+        if size >= SCIENTIFIC_FROM:
+            mantissa, exponent = f"{value:.2e}".split("e")
+            return self("values.power", mantissa=_trim(mantissa),
+                        exponent=str(int(exponent)).translate(SUPERSCRIPT))
+        if size >= 1000 or isinstance(value, int):
+            return f"{value:,.0f}"
+        if size >= 1:
+            return _trim(f"{value:,.{1 if size >= 100 else 2}f}")
+        return "0" if value == 0 else _trim(f"{value:.3g}")
+
+    def value(self, value: Any, unit: str = "") -> str:
+        """A figure with its unit, in this language: "19.2 days", "40%", "Yes"."""
+        if not finite(value):
+            return self.number(value)       # words, yes/no and "—" carry no unit
+        if unit in PERCENT_UNITS:
+            return f"{_trim(f'{value * 100:,.1f}')}%"
+        text = self.number(value)
+        if not unit:
+            return text
+        return f"{text} {self.unit(unit)}"
+
+    def heading(self, label: str, unit: str) -> str:
+        """A column heading with its unit, unless the label already says it: "Cost (USD)"."""
+        unit = "" if unit in PERCENT_UNITS else self.unit(unit)
+        return f"{label} ({unit})" if unit and unit not in label else label
+
+    def input_label(self, key: str) -> str:
+        return self.table.get("inputs", {}).get(key, key)
+
+    def input_value(self, key: str, value: Any) -> str:
+        if key == "workload":
+            return self.table.get("workloads", {}).get(value, str(value))
+        return self.number(value)
+
+
+def finite(value: Any) -> bool:
+    """A real number (not a bool, NaN or infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _trim(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -1,0 +1,257 @@
+"""Hand-built quotes for the render tests (training and inference), and tests of the quote view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from engine import render
+from engine.intake import Intake
+from engine.job import Job
+from engine.messages import messages
+from engine.paths import LANGUAGES
+from engine.results import Notice, Results, Step
+
+HOSTILE_CUSTOMER = '=HYPERLINK("http://evil.example","click")'
+HOSTILE_PROJECT = "@SUM(A1:A9)"
+HOSTILE_WARNING = '<img src=x onerror="console.error(\'xss\')"> +cmd'
+
+# key: (group, unit, value)
+TRAINING = {
+    "model_name": ("model", "", "Llama 2 70B"),
+    "gpu_name": ("model", "", "H100 SXM5 80GB"),
+    "peak_tflops_per_gpu": ("compute", "TFLOPS", 989.4),
+    "utilization_used": ("compute", "fraction", 0.4),
+    "scaling_efficiency": ("scaling", "fraction", 0.9),
+    "effective_tflops_total": ("compute", "TFLOPS", 182_362.0),
+    "training_flops": ("compute", "FLOP", 8.4e23),
+    "training_tokens": ("compute", "tokens", 2e12),
+    "steps": ("compute", "steps", 476_837),
+    "training_time_hours": ("compute", "hours", 460.8),
+    "training_time_days": ("compute", "days", 19.2),
+    "gpu_hours": ("cost", "GPU-hours", 235_929.6),
+    "weights_gb": ("capacity", "GB", 140.0),
+    "gradients_gb": ("capacity", "GB", 140.0),
+    "optimizer_gb": ("capacity", "GB", 840.0),
+    "activations_gb": ("capacity", "GB", 31.5),
+    "memory_per_gpu_gb": ("capacity", "GB", 62.5),
+    "gpu_memory_gb": ("capacity", "GB", 80.0),
+    "fits_in_memory": ("capacity", "", True),
+    "min_gpus_for_memory": ("capacity", "GPUs", 16),
+    "arithmetic_intensity": ("bandwidth", "FLOP/byte", 250.0),
+    "ridge_point": ("bandwidth", "FLOP/byte", 295.2),
+    "attainable_tflops_per_gpu": ("bandwidth", "TFLOPS", 837.5),
+    "bound": ("bandwidth", "", "memory"),
+    "cost_total": ("cost", "currency", 589_824.0),
+    "bottleneck": ("verdict", "", "compute"),
+}
+INFERENCE = {
+    "gpu_name": ("model", "", "H100 SXM5 80GB"),
+    "peak_tflops_per_gpu": ("compute", "TFLOPS", 989.4),
+    "weights_gb": ("capacity", "GB", 140.0),
+    "kv_cache_gb": ("capacity", "GB", 42.9),
+    "kv_cache_bytes_per_token": ("capacity", "bytes", 327_680),
+    "memory_per_gpu_gb": ("capacity", "GB", 45.7),
+    "gpu_memory_gb": ("capacity", "GB", 80.0),
+    "fits_in_memory": ("capacity", "", True),
+    "max_concurrency": ("capacity", "requests", 96),
+    "arithmetic_intensity": ("bandwidth", "FLOP/byte", 1.9),
+    "ridge_point": ("bandwidth", "FLOP/byte", 295.2),
+    "attainable_tflops_per_gpu": ("bandwidth", "TFLOPS", 6.4),
+    "bound": ("bandwidth", "", "memory"),
+    "ttft_ms": ("inference", "ms", 412.5),
+    "tpot_ms": ("inference", "ms", 23.8),
+    "output_tokens_per_s": ("inference", "tokens/s", 1345.0),
+    "meets_latency_targets": ("inference", "", False),
+    "cost_per_million_tokens": ("cost", "currency", 2.48),
+    "bottleneck": ("verdict", "", "memory bandwidth"),
+}
+TRAINING_INPUTS = {"customer": HOSTILE_CUSTOMER, "project": HOSTILE_PROJECT, "language": "en",
+                   "workload": "pretraining", "model": "llama-2-70b", "precision": "bf16",
+                   "training_tokens_billion": 2000, "gpu": "H100", "gpu_count": 512,
+                   "gpu_hour_price": 2.5}
+INFERENCE_INPUTS = {"customer": "Example Co.", "project": "Chat assistant", "language": "en",
+                    "workload": "online-inference", "model": "llama-2-70b", "precision": "fp8",
+                    "prompt_tokens": 2000, "output_tokens": 500, "concurrency": 64,
+                    "ttft_target_ms": 300, "tpot_target_ms": 50, "gpu": "H100", "gpu_count": 4}
+
+
+def label(key: str) -> dict[str, str]:
+    words = key.replace("_", " ")
+    return {"en": words.capitalize(), "zh-TW": f"繁：{words}", "zh-CN": f"简：{words}"}
+
+
+def make_results(table: dict, inputs: dict, defaults: dict | None = None) -> Results:
+    trace = [Step(name=k, group=g, label=label(k), unit=u,
+                  formula=f"{k}_input * 2" if k != "bottleneck" else 'if(x, "compute", "memory")',
+                  inputs={f"{k}_input": v / 2 if isinstance(v, (int, float)) and
+                          not isinstance(v, bool) else 1},
+                  value=v, where=f"rules/{g}.yaml:{i + 3}", why=f"why {k}")
+             for i, (k, (g, u, v)) in enumerate(table.items())]
+    notice = Notice("utilization.high", {"en": HOSTILE_WARNING, "zh-TW": "警告：" + HOSTILE_WARNING,
+                                         "zh-CN": "警告：" + HOSTILE_WARNING},
+                    "rules/compute.yaml:40")
+    return Results(values={k: v for k, (_, _, v) in table.items()}, trace=trace,
+                   warnings=[notice], ruleset="rs-test123456",
+                   inputs={**inputs, "gpu": "nvidia-h100-sxm5-80gb", **(defaults or {})})
+
+
+def make_job(tmp_path: Path, workload: str = "training", lang: str = "en",
+             intake: Intake | None = None) -> Job:
+    table, inputs = (TRAINING, TRAINING_INPUTS) if workload == "training" else (INFERENCE,
+                                                                                INFERENCE_INPUTS)
+    inputs = {**inputs, "language": lang}
+    source = tmp_path / f"{workload}.yaml"
+    source.write_text("\n".join(f"{k}: {v!r}" for k, v in inputs.items()), encoding="utf-8")
+    intake = intake or Intake(values=dict(inputs), raw=dict(inputs), origin=source, kind="yaml",
+                              language=lang,
+                              sources={k: f"{source.name}:{i + 1}" for i, k in enumerate(inputs)})
+    outdir = tmp_path / "out"
+    outdir.mkdir(exist_ok=True)
+    return Job(source=source, outdir=outdir, intake=intake, language=lang, status="quoted",
+               results=make_results(table, inputs, {"utilization": 0.4, "optimizer": "adam"}),
+               ruleset_version="rs-test123456")
+
+
+def set_input(job: Job, key: str, value) -> None:
+    """As the validator and evaluator leave it: the intake's value and the resolved one agree."""
+    job.intake.values[key] = job.results.inputs[key] = value
+
+
+def make_grid(workload: str = "training") -> pd.DataFrame:
+    """What evaluate_grid returns: one row per GPU count, a column per result key."""
+    counts = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] if workload == "training" \
+        else [1, 2, 4, 8]
+    efficiency = [0.9 ** (i / 4) for i in range(len(counts))]
+    if workload == "training":
+        days = [19.2 * 512 * 0.9 / (n * e) for n, e in zip(counts, efficiency)]
+        return pd.DataFrame({"gpu_count": counts, "training_time_days": days,
+                             "training_time_hours": [d * 24 for d in days],
+                             "gpu_hours": [d * 24 * n for d, n in zip(days, counts)],
+                             "cost_total": [d * 24 * n * 2.5 for d, n in zip(days, counts)],
+                             "fits_in_memory": [n >= 16 for n in counts]})
+    tps = [1345.0 / 4 * n * e for n, e in zip(counts, efficiency)]
+    return pd.DataFrame({"gpu_count": counts, "output_tokens_per_s": tps,
+                         "ttft_ms": [412.5 * 4 / n for n in counts],
+                         "fits_in_memory": [n >= 2 for n in counts]})
+
+
+@pytest.fixture
+def grid_for(monkeypatch):
+    """Stand in for engine.evaluate.evaluate_grid with a hand-built frame."""
+    def use(workload: str = "training"):
+        monkeypatch.setattr(render, "scaling_grid", lambda job: make_grid(workload))
+    return use
+
+
+# ----- the quote view itself -------------------------------------------------------------
+
+def test_headline_training_in_days(tmp_path):
+    quote = render.build_quote(make_job(tmp_path))
+    assert quote.headline == "≈ 19.2 days on 512 × H100 SXM5 80GB"
+
+
+@pytest.mark.parametrize("hours, expected", [(460.8, "≈ 19.2 days on 8 × V100"),
+                                             (5.5, "≈ 5.5 hours on 8 × V100"),
+                                             (0.5, "≈ 30 minutes on 8 × V100")])
+def test_headline_picks_a_readable_unit(hours, expected):
+    m = messages("en")
+    values = {"training_time_hours": hours, "training_time_days": hours / 24}
+    assert render._headline(m, values, "V100", 8) == expected
+
+
+def test_headline_inference_and_languages(tmp_path):
+    assert render.build_quote(make_job(tmp_path, "inference")).headline == \
+        "1,345 output tokens/s, first token in 412.5 ms, on 4 × H100 SXM5 80GB"
+    assert render.build_quote(make_job(tmp_path, lang="zh-TW")).headline == \
+        "約 19.2 天，使用 512 × H100 SXM5 80GB"
+    assert render.build_quote(make_job(tmp_path, lang="zh-CN")).headline == \
+        "约 19.2 天，使用 512 × H100 SXM5 80GB"
+
+
+def test_only_result_keys_that_exist_are_shown(tmp_path):
+    quote = render.build_quote(make_job(tmp_path, "inference"))
+    shown = {f.key for s in quote.sections for f in s.figures} | {f.key for f in quote.key_figures}
+    assert "training_time_days" not in shown and "gradients_gb" not in shown
+    assert {"ttft_ms", "tpot_ms", "max_concurrency", "cost_per_million_tokens"} <= shown
+    assert [s.key for s in quote.sections] == ["model", "capacity", "compute", "bandwidth",
+                                               "scaling", "targets"]
+
+
+def test_verdicts_warnings_and_assumptions(tmp_path):
+    quote = render.build_quote(make_job(tmp_path, "inference"))
+    assert quote.verdicts[0].startswith("Memory bandwidth:")
+    assert quote.verdicts[-1] == "Misses the latency targets."
+    assert quote.warnings == [HOSTILE_WARNING]
+    # defaults the engine used but the intake did not give
+    assert [f.key for f in quote.assumptions] == ["utilization", "optimizer"]
+    assert quote.figure("cost_per_million_tokens").text == "2.48 USD"
+    assert quote.figure("bound").text == "memory-bandwidth-bound"
+
+
+def test_not_fitting_is_said_plainly(tmp_path):
+    job = make_job(tmp_path)
+    job.results.values.update(fits_in_memory=False, memory_per_gpu_gb=120.5)
+    assert "Does not fit: 120.5 GB needed per GPU, the GPU has 80 GB — at least 16 GPUs" \
+        in " ".join(render.build_quote(job).verdicts)
+
+
+def test_scaling_columns_speedup_and_efficiency(tmp_path):
+    quote = render.build_quote(make_job(tmp_path), make_grid())
+    columns = {c.key: c for c in quote.scaling}
+    assert list(columns) == ["gpu_count", "training_time_days", "speedup", "efficiency",
+                             "gpu_hours", "cost_total", "fits_in_memory"]
+    assert columns["speedup"].values[0] == pytest.approx(1.0)
+    assert columns["efficiency"].values[4] == pytest.approx(0.9)
+    assert columns["fits_in_memory"].values[:5] == [False, False, False, False, True]
+
+
+@pytest.mark.parametrize("chosen, step, expected", [
+    (512, 1, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
+    (6, 1, [1, 2, 4, 6, 8]),
+    (8, 4, [4, 8, 16]),
+    (1, 1, [1, 2, 4, 8]),
+])
+def test_gpu_counts(chosen, step, expected):
+    assert render.gpu_counts(chosen, step) == expected
+
+
+@pytest.mark.parametrize("value, unit, expected", [
+    (19.2, "days", "19.2 days"), (1_234_567, "", "1,234,567"), (8.4e23, "FLOP", "8.4 × 10²³ FLOP"),
+    (0.4, "fraction", "40%"), (True, "", "Yes"), (None, "GB", "—"), (0.0123, "", "0.0123"),
+    (float("nan"), "ms", "—"), (2.0, "GB", "2 GB"), (412.5, "ms", "412.5 ms"),
+    ("compute", "", "compute"),
+])
+def test_numbers_read_well(value, unit, expected):
+    assert messages("en").value(value, unit) == expected
+
+
+def test_numbers_in_chinese_units():
+    assert messages("zh-TW").value(19.2, "days") == "19.2 天"
+    assert messages("zh-CN").value(3, "hours") == "3 小时"
+
+
+def _paths(node, prefix=""):
+    if isinstance(node, dict):
+        return {p for k, v in node.items() for p in _paths(v, f"{prefix}{k}.")}
+    return {prefix.rstrip(".")}
+
+
+def test_every_language_has_every_message():
+    from engine.messages import _table
+    from engine.paths import TEMPLATES_DIR
+    from ruamel.yaml import YAML
+    own = {lang: YAML(typ="safe").load((TEMPLATES_DIR / "messages" / f"{lang}.yaml")
+                                       .read_text(encoding="utf-8")) for lang in LANGUAGES}
+    assert _paths(own["zh-TW"]) == _paths(own["en"]) == _paths(own["zh-CN"])
+    assert _table("en", (TEMPLATES_DIR,))["title"] == "Compute sizing quote"
+
+
+def test_user_messages_override_single_entries(tmp_path, monkeypatch):
+    (tmp_path / "messages").mkdir()
+    (tmp_path / "messages" / "en.yaml").write_text("title: ACME sizing\n", encoding="utf-8")
+    monkeypatch.setenv("SIZING_TEMPLATES", str(tmp_path))
+    m = messages("en")
+    assert m("title") == "ACME sizing" and m("sections.capacity") == "Memory capacity"
