@@ -178,7 +178,7 @@ def _summary(ws: Worksheet, job: Job, q: Quote) -> None:
         _header(ws, row + 1, [m("sections.assumptions"), m("columns.value"), ""])
         row = _figure_rows(ws, row + 2, q.assumptions, m)
     row += 1
-    for caveat in m.table["caveats"]:
+    for caveat in [*m.table["caveats"], *q.checked]:
         row = _line(ws, row, caveat, font=Font(italic=True, color="5B6B7C"))
     _widths(ws, [46, 24, 16])
     _print_setup(ws)

@@ -109,6 +109,7 @@ class Quote:
     values: dict[str, Any]
     gpu_count: int
     scaling: list[Column] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
 
     @property
     def lang(self) -> str:
@@ -165,6 +166,9 @@ def build_quote(job: Job, grid=None) -> Quote:
         unit = _unit(key, step.unit if step else "", values, inputs)
         value = values[key]
         text = _word(m, key, value) if isinstance(value, str) else m.value(value, unit)
+        low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
+        if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
+            text = m("likely", value=text, low=m.number(low), high=m.number(high))
         return Figure(key, label or key, value, unit, text)
 
     def given(key: str) -> Figure:
@@ -193,7 +197,23 @@ def build_quote(job: Job, grid=None) -> Quote:
         memory=[result(k) for k in MEMORY_PARTS if k in values],
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs),
+        checked=_checked(m, values),
     )
+
+
+def _checked(m: Messages, values: dict) -> list[str]:
+    """One sentence per kind of estimate: how many published runs it was checked against, and which."""
+    from engine.accuracy import checked_against
+    kinds = [("training" if values.get("is_training") else "inference"), "memory"]
+    out = []
+    for kind in kinds:
+        runs = checked_against(kind)
+        band = values.get(f"{kind}_band")
+        if runs and finite(band):
+            titles = "; ".join(dict.fromkeys(r["title"] for r in runs))
+            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs),
+                         band=f"{band:.0%}", runs=titles))
+    return out
 
 
 def _unit(key: str, unit: str, values: dict, inputs: dict) -> str:

@@ -77,3 +77,22 @@ def test_explicit_utilization_always_wins(ruleset):
               "precision": "fp16", "prompt_tokens": 512, "output_tokens": 128, "utilization": 0.33}
     r = evaluate(served, ruleset).values
     assert r["prefill_utilization"] == pytest.approx(0.33) and r["decode_utilization"] == pytest.approx(0.33)
+
+
+def test_quotes_show_the_band_and_the_runs_they_were_checked_against(tmp_path):
+    from openpyxl import load_workbook
+
+    from engine.job import run_job
+    from tests.conftest import ROOT
+    job = run_job(ROOT / "samples" / "llama-70b-online-8xh100.yaml", tmp_path)
+    assert job.ok, job.problems
+    v = job.results.values
+    # inference band 0.20: the TTFT band is ttft × 0.8 … ttft × 1.2
+    assert v["ttft_ms_low"] == pytest.approx(v["ttft_ms"] * 0.8)
+    assert v["ttft_ms_high"] == pytest.approx(v["ttft_ms"] * 1.2)
+    html = (tmp_path / "llama-70b-online-8xh100.quote.html").read_text(encoding="utf-8")
+    assert "likely" in html and "published runs" in html
+    assert "TensorRT-LLM Performance Overview" in html          # one of the inference sources
+    book = load_workbook(tmp_path / "llama-70b-online-8xh100.quote.xlsx")
+    summary_text = " ".join(str(c.value) for row in book.worksheets[0].iter_rows() for c in row if c.value)
+    assert "published runs" in summary_text and "likely" in summary_text
