@@ -123,6 +123,8 @@ def _figure_rows(ws: Worksheet, row: int, figures: list[Figure], m: Messages) ->
             put(ws, row, 2, _cell_value(m, f.value), number_format(f.value, f.unit))
         if f.unit and f.unit != "fraction" and not isinstance(f.value, (bool, str)):
             put(ws, row, 3, m.unit(f.unit))
+        if f.band:
+            put(ws, row, 4, f.band).font = Font(italic=True, color="5B6B7C")
         row += 1
     return row
 
@@ -180,7 +182,7 @@ def _summary(ws: Worksheet, job: Job, q: Quote) -> None:
     row += 1
     for caveat in [*m.table["caveats"], *q.checked]:
         row = _line(ws, row, caveat, font=Font(italic=True, color="5B6B7C"))
-    _widths(ws, [46, 24, 16])
+    _widths(ws, [46, 24, 16, 26])
     _print_setup(ws)
 
 

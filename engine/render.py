@@ -71,6 +71,7 @@ class Figure:
     value: Any
     unit: str
     text: str
+    band: str = ""        # "likely 16–22" where rules/uncertainty.yaml gives a band
 
 
 @dataclass
@@ -167,9 +168,11 @@ def build_quote(job: Job, grid=None) -> Quote:
         value = values[key]
         text = _word(m, key, value) if isinstance(value, str) else m.value(value, unit)
         low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
+        band = ""
         if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
+            band = m("likely_range", low=m.number(low), high=m.number(high))
             text = m("likely", value=text, low=m.number(low), high=m.number(high))
-        return Figure(key, label or key, value, unit, text)
+        return Figure(key, label or key, value, unit, text, band)
 
     def given(key: str) -> Figure:
         unit = _unit(key, "", values, inputs)
