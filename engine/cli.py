@@ -141,15 +141,22 @@ def cmd_quote(args) -> int:
     return code
 
 
-def cmd_rules_check(args) -> int:
+def _load_or_report(directory: Path | None):
+    """The rule set of a folder, or None after printing each problem as file:line: message."""
     from engine.problems import SizingError
     from engine.rules import load_ruleset
-    rules_dir, catalogs_dir = _split_home(args.dir)
+    rules_dir, catalogs_dir = _split_home(directory)
     try:
-        ruleset = load_ruleset(rules_dir, catalogs_dir)
+        return load_ruleset(rules_dir, catalogs_dir)
     except SizingError as e:
         for p in e.problems:
             print(p)
+        return None
+
+
+def cmd_rules_check(args) -> int:
+    ruleset = _load_or_report(args.dir)
+    if ruleset is None:
         return 1
     print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.catalogs.gpus)} GPUs, "
           f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version})")
@@ -157,15 +164,9 @@ def cmd_rules_check(args) -> int:
 
 
 def cmd_rules_test(args) -> int:
-    from engine.problems import SizingError
-    from engine.rules import load_ruleset
     from engine.rule_examples import run_examples
-    rules_dir, catalogs_dir = _split_home(args.dir)
-    try:
-        ruleset = load_ruleset(rules_dir, catalogs_dir)
-    except SizingError as e:
-        for p in e.problems:
-            print(p)
+    ruleset = _load_or_report(args.dir)
+    if ruleset is None:
         return 1
     failures, count = run_examples(ruleset)
     for f in failures:
