@@ -1,0 +1,239 @@
+"""The mail service's TOML configuration: loaded once, checked whole, each mistake reported as file:line."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.paths import LANGUAGES
+from engine.problems import Problem, SizingError
+
+SECURITY = ("none", "starttls", "tls")
+OUTSIDERS = ("ignore", "refuse")
+
+# Every key the file may hold: (section, key) → (type, default, help). The table is the
+# single description of the file; docs/mail.md lists the same keys (a test checks it).
+REQUIRED = object()
+KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
+    ("imap", "host"): (str, REQUIRED, "IMAP server name or address"),
+    ("imap", "port"): (int, REQUIRED, "IMAP port (143 or 993 usually)"),
+    ("imap", "user"): (str, REQUIRED, "IMAP login"),
+    ("imap", "password_env"): (str, REQUIRED, "name of the environment variable holding the IMAP password"),
+    ("imap", "security"): (str, "tls", "none | starttls | tls"),
+    ("imap", "ca_file"): (str, "", "CA bundle for a server with a private certificate"),
+    ("imap", "folder"): (str, "INBOX", "folder watched for new quote requests"),
+    ("imap", "processed_folder"): (str, "Processed", "where answered (and ignored) mail is moved"),
+    ("imap", "failed_folder"): (str, "Failed", "where mail that could not be quoted is moved, with a note"),
+    ("imap", "idle"): (bool, True, "wait with IMAP IDLE between polls when the server offers it"),
+    ("imap", "timeout_seconds"): ((int, float), 60, "network timeout"),
+    ("smtp", "host"): (str, REQUIRED, "SMTP server name or address"),
+    ("smtp", "port"): (int, REQUIRED, "SMTP port (25, 587 or 465 usually)"),
+    ("smtp", "security"): (str, "starttls", "none | starttls | tls"),
+    ("smtp", "ca_file"): (str, "", "CA bundle for a server with a private certificate"),
+    ("smtp", "from"): (str, REQUIRED, "address the replies come from"),
+    ("smtp", "user"): (str, "", "SMTP login, when the server needs one"),
+    ("smtp", "password_env"): (str, "", "environment variable holding the SMTP password"),
+    ("smtp", "timeout_seconds"): ((int, float), 60, "network timeout"),
+    ("policy", "allow"): (list, REQUIRED, "sender addresses and domains that may ask for quotes"),
+    ("policy", "outsiders"): (str, "ignore", "ignore | refuse: what senders outside the allowlist get"),
+    ("policy", "poll_seconds"): ((int, float), 30, "seconds between mailbox checks"),
+    ("policy", "rate_limit_per_hour"): (int, 20, "replies per sender per hour; more wait in the inbox"),
+    ("policy", "max_message_mb"): ((int, float), 25, "larger messages are refused unread"),
+    ("policy", "max_attachment_mb"): ((int, float), 10, "larger attachments are refused undecoded"),
+    ("policy", "max_attachments"): (int, 10, "intake attachments quoted per message"),
+    ("policy", "language"): (str, "en", "language of replies that have no intake to follow"),
+    ("service", "state_file"): (str, "mail-state.sqlite3", "processed-state database (relative to this file)"),
+    ("service", "work_dir"): (str, "", "where attachments are quoted (default: a private temp folder)"),
+}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str
+    port: int
+    security: str
+    user: str
+    password_env: str
+    ca_file: str
+    timeout: float
+
+    def password(self) -> str:
+        """Read at connect time, so the secret never sits in the config object or a log line."""
+        return os.environ.get(self.password_env, "") if self.password_env else ""
+
+
+@dataclass(frozen=True)
+class MailConfig:
+    source: Path
+    imap: ServerConfig
+    smtp: ServerConfig
+    sender: str                     # [smtp] from
+    folder: str
+    processed_folder: str
+    failed_folder: str
+    idle: bool
+    allow: tuple[str, ...]
+    outsiders: str
+    poll_seconds: float
+    rate_limit_per_hour: int
+    max_message_bytes: int
+    max_attachment_bytes: int
+    max_attachments: int
+    language: str
+    state_file: Path
+    work_dir: Path | None
+
+
+def load_config(path: Path, environ: dict | None = None) -> MailConfig:
+    """Read and check the whole file; SizingError lists every mistake as `file:line: message`."""
+    path = Path(path)
+    environ = os.environ if environ is None else environ
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SizingError([Problem("config.unreadable", str(path), f"cannot read the mail config: "
+                                   f"{e.strerror}.", fixer="admin")]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        line = re.search(r"line (\d+)", str(e))
+        raise SizingError([Problem("config.syntax", f"{path}:{line.group(1) if line else 1}",
+                                   f"TOML syntax error: {e}.", fixer="admin")]) from None
+    where = _Locator(path, text)
+    problems: list[Problem] = []
+    values: dict[tuple[str, str], object] = {}
+    present = set()
+
+    for section, body in data.items():
+        if not isinstance(body, dict):
+            problems.append(where.problem(section, None, f"`{section}` must be a [{section}] table."))
+            continue
+        for key, value in body.items():
+            if (section, key) not in KEYS:
+                problems.append(where.problem(section, key, _unknown(section, key)))
+                continue
+            present.add((section, key))
+            expected = KEYS[section, key][0]
+            if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:
+                problems.append(where.problem(section, key, f"{key} should be {_type_name(expected)}, "
+                                              f"not {value!r}."))
+                continue
+            values[section, key] = value
+    for (section, key), (_, default, _) in KEYS.items():
+        if (section, key) not in present:
+            if default is REQUIRED:
+                problems.append(where.problem(section, None, f"[{section}] {key} is missing "
+                                              f"({KEYS[section, key][2]})."))
+            else:
+                values[section, key] = default
+    if problems:
+        raise SizingError(problems)
+    problems += _check_values(values, where, environ)
+    if problems:
+        raise SizingError(problems)
+    return _build(path, values)
+
+
+def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
+    problems = []
+    for section in ("imap", "smtp"):
+        if v[section, "security"] not in SECURITY:
+            problems.append(where.problem(section, "security", f"security must be one of "
+                                          f"{', '.join(SECURITY)}, not {v[section, 'security']!r}."))
+        if not 0 < v[section, "port"] < 65536:
+            problems.append(where.problem(section, "port", f"port {v[section, 'port']} is not a TCP port."))
+        env = v[section, "password_env"]
+        if env and env not in environ:
+            problems.append(where.problem(section, "password_env", f"the environment variable {env} "
+                                          "is not set; it must hold the password."))
+        if v[section, "user"] and not env:
+            problems.append(where.problem(section, "user", "a login needs password_env, the name of "
+                                          "the environment variable holding the password."))
+    if "@" not in v["smtp", "from"]:
+        problems.append(where.problem("smtp", "from", "from must be an e-mail address."))
+    if v["policy", "outsiders"] not in OUTSIDERS:
+        problems.append(where.problem("policy", "outsiders", f"outsiders must be one of "
+                                      f"{', '.join(OUTSIDERS)}."))
+    if v["policy", "language"] not in LANGUAGES:
+        problems.append(where.problem("policy", "language", f"language must be one of "
+                                      f"{', '.join(LANGUAGES)}."))
+    for entry in v["policy", "allow"]:
+        if not isinstance(entry, str) or not re.fullmatch(r"(\*\.)?[^@\s]+|[^@\s]+@[^@\s]+", entry):
+            problems.append(where.problem("policy", "allow", f"{entry!r} is neither an address "
+                                          "(name@domain) nor a domain (example.com, *.example.com)."))
+    for key in ("poll_seconds", "max_message_mb", "max_attachment_mb", "max_attachments",
+                "rate_limit_per_hour"):
+        if v["policy", key] <= 0:
+            problems.append(where.problem("policy", key, f"{key} must be greater than 0."))
+    if len({v["imap", "folder"], v["imap", "processed_folder"], v["imap", "failed_folder"]}) < 3:
+        problems.append(where.problem("imap", "processed_folder", "folder, processed_folder and "
+                                      "failed_folder must be three different folders."))
+    return problems
+
+
+def _build(path: Path, v: dict) -> MailConfig:
+    def server(section: str) -> ServerConfig:
+        return ServerConfig(host=v[section, "host"], port=v[section, "port"],
+                            security=v[section, "security"], user=v[section, "user"],
+                            password_env=v[section, "password_env"],
+                            ca_file=v[section, "ca_file"], timeout=float(v[section, "timeout_seconds"]))
+    state_file = Path(v["service", "state_file"]).expanduser()
+    work_dir = Path(v["service", "work_dir"]).expanduser() if v["service", "work_dir"] else None
+    return MailConfig(
+        source=path, imap=server("imap"), smtp=server("smtp"), sender=v["smtp", "from"],
+        folder=v["imap", "folder"], processed_folder=v["imap", "processed_folder"],
+        failed_folder=v["imap", "failed_folder"], idle=v["imap", "idle"],
+        allow=tuple(a.strip().lower() for a in v["policy", "allow"]),
+        outsiders=v["policy", "outsiders"], poll_seconds=float(v["policy", "poll_seconds"]),
+        rate_limit_per_hour=v["policy", "rate_limit_per_hour"],
+        max_message_bytes=int(v["policy", "max_message_mb"] * 1_000_000),
+        max_attachment_bytes=int(v["policy", "max_attachment_mb"] * 1_000_000),
+        max_attachments=v["policy", "max_attachments"], language=v["policy", "language"],
+        state_file=state_file if state_file.is_absolute() else path.parent / state_file,
+        work_dir=(work_dir if work_dir is None or work_dir.is_absolute() else path.parent / work_dir))
+
+
+def _unknown(section: str, key: str) -> str:
+    if key in ("password", "pass", "secret"):
+        return ("passwords are never read from the file; put the password in an environment "
+                "variable and name it with password_env.")
+    known = [k for s, k in KEYS if s == section]
+    if not known:
+        return f"unknown section [{section}]; the sections are imap, smtp, policy and service."
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"
+    return f"unknown key {key} in [{section}]{hint}."
+
+
+def _type_name(expected) -> str:
+    names = {str: "text in quotes", int: "a whole number", float: "a number", bool: "true or false",
+             list: "a list like [\"a\", \"b\"]"}
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join(dict.fromkeys(names[t] if t is not int or len(expected) == 1 else "a number"
+                                     for t in expected))
+
+
+class _Locator:
+    """Finds the line of `[section]` / `key =` in the file; tomllib does not keep positions."""
+
+    def __init__(self, path: Path, text: str):
+        self.path, self.lines = path, text.splitlines()
+
+    def line(self, section: str, key: str | None) -> int:
+        current, header = "", 0
+        for n, raw in enumerate(self.lines, 1):
+            s = raw.strip()
+            if s.startswith("[") and not s.startswith("[["):
+                current = s.strip("[] ").split("#")[0].strip().strip('"')
+                if current == section:
+                    header = n
+            elif current == section and key and re.match(rf'"?{re.escape(key)}"?\s*=', s):
+                return n
+        return header or 1
+
+    def problem(self, section: str, key: str | None, message: str) -> Problem:
+        return Problem("config.invalid", f"{self.path}:{self.line(section, key)}", message, fixer="admin")
