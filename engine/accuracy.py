@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -197,8 +198,14 @@ def band(table: pd.DataFrame, group: str) -> float:
 def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
     """The published runs a group's estimates were checked against: [{id, title, url}]."""
     try:
-        cases = load_cases(path)
+        cases = _cases_cached(Path(path), Path(path).stat().st_mtime_ns)
     except (SizingError, OSError):
         return []
     return [{"id": c.id, "title": c.source.get("title", ""), "url": c.source.get("url", "")}
             for c in cases if c.group == group]
+
+
+@functools.lru_cache(maxsize=4)
+def _cases_cached(path: Path, mtime_ns: int) -> tuple[Case, ...]:
+    """Every quote names its evidence; parse the cases file once per version of it."""
+    return tuple(load_cases(path))

@@ -26,6 +26,7 @@ class Intake:
     origin: Path | None = None
     kind: str = "yaml"            # yaml | json | xlsx
     language: str = "en"
+    book: Any = field(default=None, repr=False, compare=False)   # the open workbook, reused by the quote
 
     def where(self, key: str) -> str:
         return self.sources.get(key, key)

@@ -52,9 +52,11 @@ def _start(job: Job) -> tuple[openpyxl.Workbook, bool]:
     """The salesperson's own workbook when the intake is one, else an empty workbook."""
     intake = job.intake
     if intake is not None and intake.kind == "xlsx" and intake.origin and intake.origin.is_file():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # extensions openpyxl cannot keep; the reader said so
-            wb = openpyxl.load_workbook(intake.origin, keep_links=False)
+        wb, intake.book = intake.book, None   # the reader's open copy saves a second parse; use it once
+        if wb is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # extensions openpyxl cannot keep; the reader said so
+                wb = openpyxl.load_workbook(intake.origin, keep_links=False)
         wb.template = False                   # saved as .xlsx whatever it was read from
         return wb, True
     wb = openpyxl.Workbook()

@@ -47,7 +47,8 @@ def read_workbook(path: Path) -> Intake:
             values[key] = raw[key] = cell.value
     if formulas:
         _cached_results(data, path.name, form, lang, cells, formulas, values, raw, sources)
-    return Intake(values=values, sources=sources, raw=raw, origin=path, kind="xlsx", language=lang)
+    return Intake(values=values, sources=sources, raw=raw, origin=path, kind="xlsx", language=lang,
+                  book=workbook)
 
 
 def named_cells(workbook) -> dict[str, tuple[str, str]]:
