@@ -30,7 +30,8 @@ SECTIONS = (
       "max_concurrency")),
     ("compute", ("gpu", "gpu_count", "utilization"),
      ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "training_flops",
-      "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days", "gpu_hours")),
+      "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
+      "training_time_hours_at_default", "gpu_hours")),
     ("bandwidth", (), ("arithmetic_intensity", "ridge_point", "attainable_tflops_per_gpu", "bound")),
     ("scaling", ("gpus_per_node", "tensor_parallel", "pipeline_parallel"),
      ("scaling_efficiency", "gpus_for_deadline")),
@@ -39,7 +40,8 @@ SECTIONS = (
      ("ttft_ms", "tpot_ms", "output_tokens_per_s", "meets_latency_targets", "cost_total",
       "cost_per_million_tokens")),
 )
-KEY_FIGURES = ("training_time_days", "training_time_hours", "gpu_hours", "cost_total", "ttft_ms",
+KEY_FIGURES = ("training_time_days", "training_time_hours", "training_time_hours_at_default",
+               "gpu_hours", "cost_total", "ttft_ms",
                "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_latency_targets",
                "cost_per_million_tokens", "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory",
                "min_gpus_for_memory", "gpus_for_deadline", "effective_tflops_total", "bottleneck")
