@@ -13,6 +13,7 @@ from engine.problems import Problem, SizingError
 
 MAX_YAML_BYTES = 2_000_000
 MAX_YAML_NODES = 200_000      # guards against alias ("billion laughs") expansion
+PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 
 
 class LineDict(dict):
@@ -82,6 +83,10 @@ def _build(node, constructor, display: str, count: list[int]) -> Any:
                                    "the document expands to too many values (are anchors/aliases "
                                    "nested?); write the values out plainly.", fixer="rules")])
     line = node.start_mark.line + 1
+    if isinstance(node, (MappingNode, SequenceNode)) and str(node.tag) not in PLAIN_TAGS:
+        raise SizingError([Problem("yaml.tag", f"{display}:{line}",
+                                   f"the tag `{node.tag}` is not allowed; write plain mappings and lists.",
+                                   fixer="rules")])
     if isinstance(node, MappingNode):
         out, merged = LineDict(line), []
         for key_node, value_node in node.value:

@@ -118,3 +118,38 @@ def test_a_wrong_example_fails_with_its_location(home_copy):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
     assert "rules/cost.yaml:" in proc.stdout and "expected gpu_hours = 81, got 80" in proc.stdout
+
+
+@pytest.mark.parametrize("content, words", [
+    # An alias flood ("billion laughs") would expand to 9**6 values; it is refused, not expanded.
+    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n", "too many values"),
+    ("rules: !!python/object/apply:os.system [echo hacked]\n", "is not allowed"),
+    ("rules: !!python/name:os.system\n", "could not determine a constructor"),
+    ("group: cost\ngroup: cost\nrules: []\n", "appears twice"),
+    ("\x00\x01\x02 binary junk \xff", "YAML"),
+    ("- just\n- a list\n", "a rule file is a mapping"),
+])
+def test_hostile_rule_files_are_refused_with_a_message(home_copy, content, words):
+    (home_copy / "rules" / "cost.yaml").write_text(content, encoding="utf-8", errors="surrogateescape") \
+        if "\xff" not in content else (home_copy / "rules" / "cost.yaml").write_bytes(content.encode("latin-1"))
+    code, out = rules_check(home_copy)
+    assert code == 1
+    assert "rules/cost.yaml" in out and words in out, out
+
+
+def test_a_huge_rule_file_is_refused_before_parsing(home_copy):
+    (home_copy / "rules" / "cost.yaml").write_text("# padding\n" * 300_000, encoding="utf-8")
+    code, out = rules_check(home_copy)
+    assert code == 1
+    assert "rules/cost.yaml: the file is" in out and "the limit is" in out
+
+
+def test_an_alias_shared_by_two_gpus_is_reported(home_copy):
+    path = home_copy / "catalogs" / "gpus.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("aliases: [", "aliases: [V100, ", 2), encoding="utf-8")
+    code, out = rules_check(home_copy)
+    assert code == 1
+    assert "alias `V100`" in out and "already used by" in out, out
