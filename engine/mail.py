@@ -76,9 +76,15 @@ class _Stopped(BaseException):
 class MailService:
     """One mailbox, one state store. `quote(path, outdir, stem)` is engine.job.run_job by default."""
 
-    def __init__(self, config: MailConfig, state: MailState, *, quote=None):
+    def __init__(self, config: MailConfig, state: MailState, *, quote=None, rules_dirs=None):
+        from engine.paths import CATALOGS_DIR, RULES_DIR
+        from engine.rulekeeper import RuleKeeper
+        from engine.service_log import ServiceLog
         self.config, self.state = config, state
-        self.quote = quote or _run_job
+        # Same hot reload as the folder service: a broken rule edit keeps the last good set.
+        self.rules = RuleKeeper(*(rules_dirs or (RULES_DIR, CATALOGS_DIR)),
+                                ServiceLog(None, service="mail"), settle=0.0)
+        self.quote = quote or self._quote_with_current_rules
         self.imap = None
         self.stopping = self.waiting = False
 
@@ -102,6 +108,11 @@ class MailService:
         self.stopping = True
         if self.waiting:
             raise _Stopped()
+
+    def _quote_with_current_rules(self, source: Path, outdir: Path, stem: str):
+        from engine.job import run_job
+        self.rules.poll(force_check=True)      # cheap: compares file sizes and times
+        return run_job(source, outdir, stem=stem, ruleset=self.rules.current)
 
     def poll_once(self) -> int:
         """Handle every message in the folder not already settled; returns how many were looked at."""
@@ -407,11 +418,6 @@ def _load_rules() -> None:
         current_ruleset()
     except Exception as e:  # noqa: BLE001 — each quote will report it; the service still runs
         log.warning("the rule set does not load: %s", e)
-
-
-def _run_job(source: Path, outdir: Path, stem: str):
-    from engine.job import run_job
-    return run_job(source, outdir, stem=stem)
 
 
 def _permanent(error: smtplib.SMTPException) -> bool:
