@@ -57,9 +57,6 @@ class Catalogs:
     def resolve_precision(self, text: Any) -> str | None:
         return self.resolve("precisions", text)
 
-    def resolve_optimizer(self, text: Any) -> str | None:
-        return self.resolve("optimizers", text)
-
     def closest(self, catalog: str, text: Any, n: int = 3) -> list[tuple[str, str]]:
         """The n entries whose id or alias is nearest to `text`: [(id, display name)]."""
         names = self.aliases.get(catalog, {})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -153,6 +152,3 @@ class Lookups:
         values = [one(str(uniq_a[p // len(uniq_b)]), str(uniq_b[p % len(uniq_b)])) for p in pairs]
         return _spread(values, pair_codes, kind)
 
-
-def finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
