@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import io
 import warnings
 from pathlib import Path
 
@@ -11,6 +11,7 @@ from openpyxl.comments import Comment
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.worksheet.hyperlink import Hyperlink
 
+from engine.files import write_atomic
 from engine.form import current_form
 from engine.paths import LANGUAGES
 from engine.validate import show
@@ -43,9 +44,9 @@ def write_errors_workbook(job) -> Path:
     _problems_sheet(wb, form, lang, job.problems)
     out = Path(job.outdir) / f"{job.stem}.errors.xlsx"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    wb.save(tmp)
-    os.replace(tmp, out)          # readers of the folder never see a half-written file
+    buffer = io.BytesIO()
+    wb.save(buffer)
+    write_atomic(out, buffer.getvalue())   # readers of the folder never see a half-written file
     return out
 
 

@@ -48,9 +48,9 @@ def run(args) -> int:
         for problem in e.problems:
             print(problem, file=sys.stderr)
         return 2
-    _load_rules()
     state.prune()
     service = MailService(config, state)
+    service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, service.stop)
     try:
@@ -409,15 +409,6 @@ class MailService:
             smtp.close()
             raise
         return smtp
-
-
-def _load_rules() -> None:
-    """Load the rule set before the first mail arrives, so the first reply is not the slow one."""
-    try:
-        from engine.rules import current_ruleset
-        current_ruleset()
-    except Exception as e:  # noqa: BLE001 — each quote will report it; the service still runs
-        log.warning("the rule set does not load: %s", e)
 
 
 def _permanent(error: smtplib.SMTPException) -> bool:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from engine import quote_html, quote_json, quote_workbook
+from engine.files import write_atomic
 from engine.job import Job
 from engine.messages import Messages, finite, messages
 from engine.results import plain
@@ -141,17 +140,6 @@ def write_outputs(job: Job, formats: tuple[str, ...] = ("xlsx", "html", "json"))
         write_atomic(path, writers[fmt](job, quote))
         paths.append(path)
     return paths
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write beside the target under a dot-name, then rename: watchers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def build_quote(job: Job, grid=None) -> Quote:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+from engine.files import write_atomic
 
 
 class ServiceLog:
@@ -67,11 +68,8 @@ def first_line(text: str) -> str:
 
 def write_status(path: Path, status: dict) -> None:
     """Replace the status file atomically, so a reader never sees half of it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(status, ensure_ascii=False, indent=2, default=str) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(status, ensure_ascii=False, indent=2, default=str) + "\n"
+    write_atomic(Path(path), text.encode("utf-8"))
 
 
 def read_status(path: Path) -> dict | None:

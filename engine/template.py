@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import re
 import unicodedata
 import zipfile
@@ -17,6 +16,7 @@ from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
+from engine.files import write_atomic
 from engine.form import Field, Form, current_form, localized
 from engine.validate import allowed
 
@@ -53,10 +53,7 @@ def write_template(path: Path, lang: str = "en", catalogs=None) -> Path:
     path = Path(path)
     if path.parent != Path(""):
         path.parent.mkdir(parents=True, exist_ok=True)
-    data = reproducible(_save(build_template(current_form(), lang, catalogs)))
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, reproducible(_save(build_template(current_form(), lang, catalogs))))
     return path
 
 
@@ -285,8 +282,5 @@ def fill_template(template: Path, values: dict, out: Path, catalogs) -> Path:
         f = form.fields[key]
         wb[sheet][coord].value = display_value(form, f, value, lang, catalogs)
     out = Path(out)
-    data = reproducible(_save(wb))
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, out)
+    write_atomic(out, reproducible(_save(wb)))
     return out

@@ -240,7 +240,8 @@ def test_outputs_appear_whole_or_not_at_all(tmp_path, grid_for, monkeypatch):
 
     def broken(src, dst):
         raise OSError("disk full")
-    monkeypatch.setattr(render.os, "replace", broken)
+    from engine import files
+    monkeypatch.setattr(files.os, "replace", broken)     # the one atomic writer every output uses
     job.stem = "second"
     with pytest.raises(OSError):
         render.write_outputs(job, ("xlsx",))
