@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import string
 from typing import Any, Iterable
@@ -53,11 +52,10 @@ def evaluate_grid(intake: Intake | dict, ruleset, grid: dict[str, Iterable]) -> 
     """One row per combination of the grid's values (every rule a column), in one numpy pass."""
     values = intake.values if isinstance(intake, Intake) else dict(intake)
     keys = list(grid)
-    axes = [list(grid[k]) for k in keys]
+    axes = [np.asarray(list(grid[k])) for k in keys]
     count = math.prod(len(a) for a in axes) if axes else 1
-    columns = {k: np.array([c[i] for c in itertools.product(*axes)]) for i, k in enumerate(keys)} \
-        if count < 50_000 else _mesh(keys, axes)
-    return evaluate_columns(values, ruleset, columns, count)
+    grids = np.meshgrid(*axes, indexing="ij") if axes else []
+    return evaluate_columns(values, ruleset, {k: g.ravel() for k, g in zip(keys, grids)}, count)
 
 
 def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int) -> pd.DataFrame:
@@ -88,11 +86,6 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
         for w in ruleset.warnings:
             out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
     return pd.DataFrame(out)
-
-
-def _mesh(keys, axes):
-    grids = np.meshgrid(*[np.asarray(a) for a in axes], indexing="ij")
-    return {k: g.ravel() for k, g in zip(keys, grids)}
 
 
 def _scope(values: dict, ruleset) -> tuple[dict, set[str]]:
