@@ -11,8 +11,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.evaluate import evaluate, evaluate_columns  # noqa: E402
-from engine.rules import load_ruleset  # noqa: E402
+from engine.calc.evaluate import evaluate, evaluate_columns  # noqa: E402
+from engine.calc.ruleset import load_ruleset  # noqa: E402
 
 SCENARIO = {
     "customer": "Bench Co.", "workload": "pretraining", "model": "llama-2-7b", "precision": "bf16",

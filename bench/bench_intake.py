@@ -19,10 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openpyxl import load_workbook  # noqa: E402
 
-from engine.catalogs import load_catalogs  # noqa: E402
-from engine.intake import Intake, read  # noqa: E402
+from engine.calc.catalogs import load_catalogs  # noqa: E402
+from engine.intake.model import Intake
+from engine.intake.read import read  # noqa: E402
+from engine.intake.validate import validate  # noqa: E402
 from engine.paths import SAMPLES_DIR  # noqa: E402
-from engine.validate import validate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

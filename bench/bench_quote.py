@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import openpyxl  # noqa: E402
 
+from engine.calc.ruleset import current_ruleset  # noqa: E402
 from engine.job import run_job  # noqa: E402
 from engine.paths import SAMPLES_DIR  # noqa: E402
-from engine.rules import current_ruleset  # noqa: E402
 
 DEFAULT = SAMPLES_DIR / "llama-70b-online-8xh100.xlsx"
 

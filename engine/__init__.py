@@ -1,3 +1,3 @@
-"""AI compute sizing engine: intake → validate → evaluate → render → deliver."""
+"""AI compute sizing engine: intake → validate → evaluate → render → deliver, one package per stage."""
 
 __version__ = "0.1.0"

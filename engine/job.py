@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.intake import Intake
+from engine.calc.results import Results
+from engine.intake.model import Intake
 from engine.problems import Problem, SizingError
-from engine.results import Results
 
 log = logging.getLogger(__name__)
+
+FORMATS = ("xlsx", "html", "json")
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Job:
     ruleset_version: str = ""
     seconds: float = 0.0
     ruleset: Any = field(default=None, repr=False)   # the rule set this job was quoted with
+    quote: Any = field(default=None, repr=False)     # the view the outputs were written from
 
     def __post_init__(self):
         self.source, self.outdir = Path(self.source), Path(self.outdir)
@@ -47,10 +50,10 @@ class Job:
 
 
 def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None,
-            formats: tuple[str, ...] = ("xlsx", "html", "json")) -> Job:
+            formats: tuple[str, ...] = FORMATS) -> Job:
     """Quote one intake file. Never raises for bad input: the Job says what happened."""
-    from engine.evaluate import evaluate
-    from engine.rules import current_ruleset
+    from engine.calc.evaluate import evaluate
+    from engine.calc.ruleset import current_ruleset
 
     job = Job(source=source, outdir=outdir, stem=stem or "")
     started = time.perf_counter()
@@ -60,14 +63,14 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
         job.intake = _read(job)
         if job.intake is not None:
             job.language = job.intake.language
-            problems = _validate(job.intake, ruleset)
+            problems = validate_intake(job.intake, ruleset)
             if problems:
                 job.problems, job.status = problems, "invalid"
                 job.outputs = _write_errors(job)
             else:
                 job.results = evaluate(job.intake, ruleset)
                 job.status = "quoted"
-                job.outputs = _render(job, formats)
+                job.outputs = write_quote(job, formats)
     except SizingError as e:
         job.problems.extend(e.problems)
         job.status = "failed" if job.status == "new" else job.status
@@ -81,8 +84,36 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     return job
 
 
+def read_checked(source: Path, ruleset) -> Intake:
+    """Read and validate one intake; SizingError lists every problem."""
+    from engine.intake.read import read
+    intake = read(source)
+    problems = validate_intake(intake, ruleset)
+    if problems:
+        raise SizingError(problems)
+    return intake
+
+
+def validate_intake(intake: Intake, ruleset) -> list[Problem]:
+    from engine.intake.validate import validate
+    return validate(intake, ruleset.catalogs)
+
+
+def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Build the quote view of an evaluated job and write `<stem>.quote.<format>` for each format."""
+    from engine.quote import view
+    from engine.quote.outputs import write_outputs
+    ruleset = job.ruleset
+    if ruleset is None:
+        from engine.calc.ruleset import current_ruleset
+        ruleset = current_ruleset()
+    job.quote = view.build_quote(job.intake, job.results,
+                                 view.scaling_grid(job.intake, job.results, ruleset))
+    return write_outputs(job.quote, job.outdir, job.stem, formats)
+
+
 def _read(job: Job) -> Intake | None:
-    from engine.intake import read
+    from engine.intake.read import read
     try:
         return read(job.source)
     except SizingError as e:
@@ -91,18 +122,9 @@ def _read(job: Job) -> Intake | None:
         return None
 
 
-def _validate(intake: Intake, ruleset) -> list[Problem]:
-    from engine.validate import validate
-    return validate(intake, ruleset.catalogs)
-
-
 def _write_errors(job: Job) -> list[Path]:
     if job.intake is None or job.intake.kind != "xlsx":
         return []
-    from engine.errors_workbook import write_errors_workbook
-    return [write_errors_workbook(job)]
-
-
-def _render(job: Job, formats: tuple[str, ...]) -> list[Path]:
-    from engine.render import write_outputs
-    return write_outputs(job, formats)
+    from engine.intake.errors_workbook import write_errors_workbook
+    return [write_errors_workbook(job.source, job.problems, job.outdir / f"{job.stem}.errors.xlsx",
+                                  job.intake.language)]

@@ -10,5 +10,6 @@ RULES_DIR = HOME / "rules"
 CATALOGS_DIR = HOME / "catalogs"
 TEMPLATES_DIR = HOME / "templates"
 SAMPLES_DIR = HOME / "samples"
+PUBLISHED_CASES = HOME / "validation" / "published.yaml"   # the published runs `sizing validate` checks
 
 LANGUAGES = ("en", "zh-TW", "zh-CN")

@@ -16,10 +16,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from engine.catalogs import load_catalogs  # noqa: E402
-from engine.intake import read  # noqa: E402
-from engine.template import fill_template, template_path  # noqa: E402
-from engine.validate import validate  # noqa: E402
+from engine.calc.catalogs import load_catalogs  # noqa: E402
+from engine.intake.read import read  # noqa: E402
+from engine.intake.template import fill_template, template_path  # noqa: E402
+from engine.intake.validate import validate  # noqa: E402
 
 
 def twin_values(path: Path, catalogs) -> tuple[str, dict]:

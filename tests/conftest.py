@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture(scope="session")
 def ruleset():
-    from engine.rules import load_ruleset
+    from engine.calc.ruleset import load_ruleset
     return load_ruleset(ROOT / "rules", ROOT / "catalogs")
 
 

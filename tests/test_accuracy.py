@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from engine.accuracy import DEFAULT_CASES, band, compare, load_cases, summarise
+from engine.calc.evaluate import evaluate
+from engine.calc.evidence import DEFAULT_CASES, load_cases
 from engine.cli import main
-from engine.evaluate import evaluate
+from engine.validation import band, compare, summarise
 
 # The figures reached when the coefficients were chosen (docs/accuracy.md), slightly rounded up;
 # the targets are looser (training 10% / ±35%, inference 20% / ×1.6, memory 5% / ±25%).

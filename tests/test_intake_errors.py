@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from openpyxl import load_workbook
+from test_intake_kit import BASE, cell_of, filled
 
 from engine.cli import main
 from engine.job import run_job
-from test_intake_kit import BASE, cell_of, filled
 
 TYPED = {"gpu_count": "eight", "utilization": 40, "gpu": "H1000"}
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from openpyxl import Workbook
+from test_intake_kit import BASE, blank, filled, rezip
 
 from engine.cli import main
-from engine.intake import read
+from engine.intake.read import read
 from engine.job import run_job
 from engine.problems import SizingError
-from test_intake_kit import BASE, blank, filled, rezip
 
 BILLION_LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
                   + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from openpyxl import load_workbook
 
-from engine.catalogs import load_catalogs
-from engine.template import write_template
-from engine.workbook_reader import named_cells
+from engine.calc.catalogs import load_catalogs
+from engine.intake.template import write_template
+from engine.intake.workbook import named_cells
 
 # A valid English intake: pretraining an 8B model on 8 × H100.
 BASE = {"customer": "Acme Corp", "workload": "pretraining", "model": "llama-3.1-8b",
@@ -42,10 +42,10 @@ def filled(folder: Path, values: dict, lang: str = "en", name: str = "intake.xls
            typed: dict | None = None) -> Path:
     """A template in `lang` filled with canonical values shown as the drop-downs show them,
     then `typed` raw entries (text, numbers, None to clear) as a person would type them."""
-    from engine.form import current_form
-    from engine.intake import Intake
-    from engine.template import display_value
-    from engine.validate import validate
+    from engine.intake.form import current_form
+    from engine.intake.model import Intake
+    from engine.intake.template import display_value
+    from engine.intake.validate import validate
     form = current_form()
     intake = Intake(values=dict(values))
     validate(intake, catalogs())           # normalises; a deliberately incomplete start is fine
@@ -156,8 +156,8 @@ def with_cached_formula(path: Path, out: Path, formula: str, cached: str | None)
 
 
 def test_kit_builds_a_valid_workbook(tmp_path):
-    from engine.intake import read
-    from engine.validate import validate
+    from engine.intake.read import read
+    from engine.intake.validate import validate
     intake = read(filled(tmp_path, BASE))
     assert validate(intake, catalogs()) == []
     assert intake.values["gpu"] == "nvidia-h100-sxm5-80gb"

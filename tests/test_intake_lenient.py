@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from engine.lenient import clean, fold, parse_bool, parse_integer, parse_number
+from engine.intake.lenient import clean, fold, parse_bool, parse_integer, parse_number
 
 NUMBERS = [  # (typed, measure, scale, value in the field's unit)
     ("1,000", "count", 1, 1000), ("1,234,567.5", "count", 1, 1234567.5), ("８", "count", 1, 8),

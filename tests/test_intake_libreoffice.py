@@ -6,11 +6,11 @@ import shutil
 import subprocess
 
 import pytest
-
-from engine.intake import read
-from engine.paths import SAMPLES_DIR
-from engine.validate import validate
 from test_intake_kit import BASE, catalogs, cell_of, filled
+
+from engine.intake.read import read
+from engine.intake.validate import validate
+from engine.paths import SAMPLES_DIR
 
 SAVED = sorted((SAMPLES_DIR / "saved-by-libreoffice").glob("*.xlsx"))
 

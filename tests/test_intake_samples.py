@@ -7,13 +7,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_intake_kit import catalogs
 
 from engine.cli import main
-from engine.intake import read
+from engine.intake.read import read
+from engine.intake.template import fill_template, template_path
+from engine.intake.validate import validate
 from engine.paths import LANGUAGES, SAMPLES_DIR
-from engine.template import fill_template, template_path
-from engine.validate import validate
-from test_intake_kit import catalogs
 
 TWINS = sorted(SAMPLES_DIR.glob("*.yaml"))
 
@@ -55,8 +55,8 @@ def test_template_filled_by_names_in_each_language_equals_the_yaml_twin(tmp_path
 
 @pytest.mark.parametrize("twin", TWINS, ids=[p.stem for p in TWINS])
 def test_committed_sample_matches_its_twin_and_gives_the_same_results(tmp_path, twin):
-    from engine.evaluate import evaluate
-    from engine.rules import current_ruleset
+    from engine.calc.evaluate import evaluate
+    from engine.calc.ruleset import current_ruleset
     xlsx = twin.with_name(twin.name[: -len(".yaml")] + ".xlsx")
     workbook_intake, yaml_intake = checked(xlsx), checked(twin)
     assert workbook_intake.values == yaml_intake.values
@@ -69,8 +69,8 @@ def test_committed_sample_matches_its_twin_and_gives_the_same_results(tmp_path, 
 
 
 def test_seed_002_workbook_quotes_thirty_minutes():
-    from engine.evaluate import evaluate
-    from engine.rules import current_ruleset
+    from engine.calc.evaluate import evaluate
+    from engine.calc.ruleset import current_ruleset
     results = evaluate(checked(SAMPLES_DIR / "seed002-bert-base-8xv100.xlsx"), current_ruleset())
     assert results.values["training_flops"] == pytest.approx(1.8e18)
     assert results.values["training_time_hours"] == pytest.approx(0.5)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from openpyxl import load_workbook
-
-from engine.intake import read
-from engine.problems import SizingError
-from engine.validate import validate
-from engine.workbook_reader import named_cells, read_workbook
 from test_intake_kit import (BASE, catalogs, cell_of, excel_style, filled, libreoffice_style,
                              with_cached_formula)
+
+from engine.intake.read import read
+from engine.intake.validate import validate
+from engine.intake.workbook import named_cells, read_workbook
+from engine.problems import SizingError
 
 TYPED = [  # (key, what a person typed, the value after validation), on top of BASE
     ("gpu_count", "8 GPUs", 8),

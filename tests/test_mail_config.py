@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.mail_config import KEYS, load_config
 from engine.problems import SizingError
+from engine.services.mail.config import KEYS, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "mail.example.toml"

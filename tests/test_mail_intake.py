@@ -7,8 +7,8 @@ from email.message import EmailMessage
 
 import pytest
 
-from engine.mail_intake import (is_allowed, might_have_attachment, read_envelope, read_message,
-                                safe_filename)
+from engine.services.mail.inbound import (is_allowed, might_have_attachment, read_envelope,
+                                          read_message, safe_filename)
 
 LIMITS = dict(max_message_bytes=5_000_000, max_attachment_bytes=1_000_000, max_attachments=3)
 YAML = b"customer: Example Co.\nworkload: pretraining\n"

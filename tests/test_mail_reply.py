@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.job import run_job
-from engine.mail_intake import Envelope, Refusal
-from engine.mail_reply import (Outcome, catalogue, failure_note, failure_reply, quote_reply,
-                               refusal_reply, template_reply)
 from engine.paths import LANGUAGES
+from engine.services.mail.inbound import Envelope, Refusal
+from engine.services.mail.reply import (Outcome, catalogue, failure_note, failure_reply,
+                                        quote_reply, refusal_reply, template_reply)
 
 ROOT = Path(__file__).resolve().parent.parent
 SENDER = "quotes@example.com"
@@ -74,8 +74,7 @@ def test_a_quote_reply_lists_the_key_figures_in_the_intake_language(tmp_path):
     body = reply.get_body(("plain",)).get_content()
     assert reply["Content-Language"] == "zh-TW"
     assert "估價完成" in body and "以下是您需求表的估價。" in body
-    from engine.render import build_quote
-    for figure in build_quote(job).key_figures:
+    for figure in job.quote.key_figures:
         assert f"{figure.label}: {figure.text}" in body
     assert {p.get_filename() for p in reply.iter_attachments()} == {"lora.quote.xlsx", "lora.quote.html"}
 
@@ -120,7 +119,7 @@ def test_the_failure_note_names_the_request_and_reason():
 
 
 def test_a_deployment_can_reword_replies_by_file_name(tmp_path, monkeypatch):
-    from engine import mail_reply
+    from engine.services.mail import reply as mail_reply
     override = tmp_path / "mail"
     override.mkdir()
     english = (ROOT / "templates" / "mail" / "messages.en.yaml").read_text(encoding="utf-8")

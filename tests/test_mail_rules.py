@@ -1,6 +1,6 @@
 """The mail service quotes with the last good rule set while a rule edit is broken."""
 
-from engine.mail import MailService
+from engine.services.mail.service import MailService
 from tests.conftest import ROOT
 
 

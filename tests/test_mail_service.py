@@ -12,6 +12,7 @@ import pytest
 from openpyxl import load_workbook
 
 from engine.job import run_job
+
 pytest_plugins = ["support.mailservers"]      # the dovecot, smtp_sink and mailbox fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -410,10 +411,10 @@ def test_an_smtp_outage_keeps_the_message_and_sends_once_it_is_back(mailbox, smt
 
 
 def test_a_message_that_keeps_breaking_is_filed_after_three_attempts(mailbox, monkeypatch):
-    import engine.mail
+    import engine.services.mail.service as mail_service
     def broken(*args, **kwargs):
         raise RuntimeError("renderer exploded")
-    monkeypatch.setattr(engine.mail, "quote_reply", broken)
+    monkeypatch.setattr(mail_service, "quote_reply", broken)
     mailbox.deliver(request(("seed.yaml", SEED_YAML)))
     for _ in range(3):
         mailbox.poll()

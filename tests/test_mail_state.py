@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from engine.mail_state import MailState
 from engine.problems import SizingError
+from engine.services.mail.state import MailState
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def sizing(*args, cwd=ROOT):
 
 
 def test_every_contract_result_key_is_a_rule_and_every_input_key_is_on_the_form(ruleset):
-    from engine.form import current_form
+    from engine.intake.form import current_form
     assert set(RESULT_KEYS) <= set(ruleset.rules)
     assert set(INPUT_TYPES) <= set(current_form().fields)
 

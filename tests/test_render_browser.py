@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from engine import render
 from test_render_cases import HOSTILE_CUSTOMER, HOSTILE_WARNING, make_job
+
+from engine.job import write_quote
+from engine.quote import view as render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = pytest.mark.skipif(
@@ -151,9 +152,9 @@ def test_the_probe_sees_console_errors(browser, tmp_path):
 ])
 def test_summary_in_chromium(browser, tmp_path, monkeypatch, workload, lang, expected):
     from test_render_cases import make_grid
-    monkeypatch.setattr(render, "scaling_grid", lambda job: make_grid(workload))
+    monkeypatch.setattr(render, "scaling_grid", lambda *args: make_grid(workload))
     job = make_job(tmp_path, workload, lang)
-    html = next(p for p in render.write_outputs(job, ("html",)) if p.suffix == ".html")
+    html = next(p for p in write_quote(job, ("html",)) if p.suffix == ".html")
     session = open_page(browser, html.as_uri())
 
     text = evaluate(browser, session, "document.body.innerText")

@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine import render
-from engine.intake import Intake
+from engine.calc.results import Notice, Results, Step
+from engine.intake.model import Intake
 from engine.job import Job
-from engine.messages import messages
 from engine.paths import LANGUAGES
-from engine.results import Notice, Results, Step
+from engine.quote import view as render
+from engine.quote.messages import messages
 
 HOSTILE_CUSTOMER = '=HYPERLINK("http://evil.example","click")'
 HOSTILE_PROJECT = "@SUM(A1:A9)"
@@ -115,6 +115,11 @@ def make_job(tmp_path: Path, workload: str = "training", lang: str = "en",
                ruleset_version="rs-test123456")
 
 
+def quote_of(job: Job, grid=None) -> render.Quote:
+    """The quote view of a hand-built job, as run_job builds it."""
+    return render.build_quote(job.intake, job.results, grid)
+
+
 def set_input(job: Job, key: str, value) -> None:
     """As the validator and evaluator leave it: the intake's value and the resolved one agree."""
     job.intake.values[key] = job.results.inputs[key] = value
@@ -142,14 +147,14 @@ def make_grid(workload: str = "training") -> pd.DataFrame:
 def grid_for(monkeypatch):
     """Stand in for engine.evaluate.evaluate_grid with a hand-built frame."""
     def use(workload: str = "training"):
-        monkeypatch.setattr(render, "scaling_grid", lambda job: make_grid(workload))
+        monkeypatch.setattr(render, "scaling_grid", lambda *args: make_grid(workload))
     return use
 
 
 # ----- the quote view itself -------------------------------------------------------------
 
 def test_headline_training_in_days(tmp_path):
-    quote = render.build_quote(make_job(tmp_path))
+    quote = quote_of(make_job(tmp_path))
     assert quote.headline == "≈ 19.2 days on 512 × H100 SXM5 80GB"
 
 
@@ -163,16 +168,16 @@ def test_headline_picks_a_readable_unit(hours, expected):
 
 
 def test_headline_inference_and_languages(tmp_path):
-    assert render.build_quote(make_job(tmp_path, "inference")).headline == \
+    assert quote_of(make_job(tmp_path, "inference")).headline == \
         "1,345 output tokens/s, first token in 412.5 ms, on 4 × H100 SXM5 80GB"
-    assert render.build_quote(make_job(tmp_path, lang="zh-TW")).headline == \
+    assert quote_of(make_job(tmp_path, lang="zh-TW")).headline == \
         "約 19.2 天，使用 512 × H100 SXM5 80GB"
-    assert render.build_quote(make_job(tmp_path, lang="zh-CN")).headline == \
+    assert quote_of(make_job(tmp_path, lang="zh-CN")).headline == \
         "约 19.2 天，使用 512 × H100 SXM5 80GB"
 
 
 def test_only_result_keys_that_exist_are_shown(tmp_path):
-    quote = render.build_quote(make_job(tmp_path, "inference"))
+    quote = quote_of(make_job(tmp_path, "inference"))
     shown = {f.key for s in quote.sections for f in s.figures} | {f.key for f in quote.key_figures}
     assert "training_time_days" not in shown and "gradients_gb" not in shown
     assert {"ttft_ms", "tpot_ms", "max_concurrency", "cost_per_million_tokens"} <= shown
@@ -181,7 +186,7 @@ def test_only_result_keys_that_exist_are_shown(tmp_path):
 
 
 def test_verdicts_warnings_and_assumptions(tmp_path):
-    quote = render.build_quote(make_job(tmp_path, "inference"))
+    quote = quote_of(make_job(tmp_path, "inference"))
     assert quote.verdicts[0].startswith("Memory bandwidth:")
     assert quote.verdicts[-1] == "Misses the latency targets."
     assert quote.warnings == [HOSTILE_WARNING]
@@ -195,11 +200,11 @@ def test_not_fitting_is_said_plainly(tmp_path):
     job = make_job(tmp_path)
     job.results.values.update(fits_in_memory=False, memory_per_gpu_gb=120.5)
     assert "Does not fit: 120.5 GB needed per GPU, the GPU has 80 GB — at least 16 GPUs" \
-        in " ".join(render.build_quote(job).verdicts)
+        in " ".join(quote_of(job).verdicts)
 
 
 def test_scaling_columns_speedup_and_efficiency(tmp_path):
-    quote = render.build_quote(make_job(tmp_path), make_grid())
+    quote = quote_of(make_job(tmp_path), make_grid())
     columns = {c.key: c for c in quote.scaling}
     assert list(columns) == ["gpu_count", "training_time_days", "speedup", "efficiency",
                              "gpu_hours", "cost_total", "fits_in_memory"]
@@ -240,9 +245,10 @@ def _paths(node, prefix=""):
 
 
 def test_every_language_has_every_message():
-    from engine.messages import _table
-    from engine.paths import TEMPLATES_DIR
     from ruamel.yaml import YAML
+
+    from engine.paths import TEMPLATES_DIR
+    from engine.quote.messages import _table
     own = {lang: YAML(typ="safe").load((TEMPLATES_DIR / "messages" / f"{lang}.yaml")
                                        .read_text(encoding="utf-8")) for lang in LANGUAGES}
     assert _paths(own["zh-TW"]) == _paths(own["en"]) == _paths(own["zh-CN"])

@@ -7,16 +7,16 @@ import re
 
 import jinja2
 import pytest
+from test_render_cases import HOSTILE_CUSTOMER, HOSTILE_PROJECT, HOSTILE_WARNING, grid_for, make_job  # noqa: F401
 
-from engine import render
-from engine.messages import messages
-from test_render_cases import (HOSTILE_CUSTOMER, HOSTILE_PROJECT, HOSTILE_WARNING, grid_for,  # noqa: F401
-                               make_job)
+from engine.job import write_quote
+from engine.quote import view as render
+from engine.quote.messages import messages
 
 
 def html_for(tmp_path, workload="training", lang="en"):
     job = make_job(tmp_path, workload, lang)
-    paths = render.write_outputs(job, ("html", "json"))
+    paths = write_quote(job, ("html", "json"))
     return paths[0].read_text(encoding="utf-8"), json.loads(paths[1].read_text(encoding="utf-8"))
 
 
@@ -103,7 +103,7 @@ def test_chinese_summaries(tmp_path, grid_for, lang, heads):
 
 
 def test_inference_without_scaling_grid(tmp_path, monkeypatch):
-    monkeypatch.setattr(render, "scaling_grid", lambda job: None)
+    monkeypatch.setattr(render, "scaling_grid", lambda *args: None)
     html, _ = html_for(tmp_path, "inference")
     assert '<svg class="chart scaling"' not in html and '<table class="scaling">' not in html
     assert 'id="scaling"' not in html or "Scaling efficiency" in html

@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from engine import render
-from engine.quote_json import write_quote_json
-from engine.summary_text import summary_text
-from test_render_cases import HOSTILE_CUSTOMER, HOSTILE_PROJECT, grid_for, make_job, set_input  # noqa: F401
+from test_render_cases import HOSTILE_CUSTOMER, HOSTILE_PROJECT, grid_for, make_job, quote_of, set_input  # noqa: F401
+
+from engine.job import write_quote
+from engine.quote import view as render
+from engine.quote.text import summary_text
 
 
 def test_document_has_inputs_results_warnings_and_ruleset(tmp_path, grid_for):
     grid_for()
     job = make_job(tmp_path)
-    path = render.write_outputs(job, ("json",))[0]
+    path = write_quote(job, ("json",))[0]
     doc = json.loads(path.read_text(encoding="utf-8"))
     assert path.name == "training.quote.json"
     assert {"inputs", "results", "warnings", "trace", "ruleset", "customer", "project",
@@ -35,7 +36,7 @@ def test_document_has_inputs_results_warnings_and_ruleset(tmp_path, grid_for):
 
 def test_json_in_the_intake_language(tmp_path, grid_for):
     grid_for("inference")
-    doc = json.loads(render.write_outputs(make_job(tmp_path, "inference", "zh-CN"),
+    doc = json.loads(write_quote(make_job(tmp_path, "inference", "zh-CN"),
                                           ("json",))[0].read_text(encoding="utf-8"))
     assert doc["language"] == "zh-CN"
     assert doc["headline"].startswith("每秒输出 1,345 tokens")
@@ -46,14 +47,14 @@ def test_json_in_the_intake_language(tmp_path, grid_for):
 def test_write_quote_json_alone(tmp_path, grid_for):
     grid_for()
     job = make_job(tmp_path)
-    path = write_quote_json(job)
+    path = write_quote(job, ("json",))[0]
     assert path == job.outdir / "training.quote.json"
     assert json.loads(path.read_text(encoding="utf-8"))["results"]["training_time_days"] == 19.2
     assert [p.name for p in job.outdir.iterdir()] == ["training.quote.json"]
 
 
 def test_summary_text_is_short_and_complete(tmp_path):
-    text = summary_text(make_job(tmp_path, "inference"))
+    text = summary_text(quote_of(make_job(tmp_path, "inference")))
     lines = text.splitlines()
     assert lines[0] == "Example Co.: 1,345 output tokens/s, first token in 412.5 ms, on 4 × H100 SXM5 80GB"
     assert "  Ttft ms: 412.5 ms" in lines and "  Cost per million tokens: 2.48 USD" in lines
@@ -64,9 +65,9 @@ def test_summary_text_is_short_and_complete(tmp_path):
 def test_summary_text_strips_terminal_control_characters(tmp_path):
     job = make_job(tmp_path)
     set_input(job, "customer", "Evil\x1b[2J Co.")
-    assert summary_text(job).startswith("Evil[2J Co.: ≈ 19.2 days on 512 × H100 SXM5 80GB")
+    assert summary_text(quote_of(job)).startswith("Evil[2J Co.: ≈ 19.2 days on 512 × H100 SXM5 80GB")
 
 
 def test_summary_text_in_chinese(tmp_path):
-    text = summary_text(make_job(tmp_path, "training", "zh-TW"))
+    text = summary_text(quote_of(make_job(tmp_path, "training", "zh-TW")))
     assert "約 19.2 天，使用 512 × H100 SXM5 80GB" in text and "警告" in text

@@ -9,10 +9,10 @@ import types
 import openpyxl
 import pytest
 
-from engine import render
 from engine.paths import SAMPLES_DIR
+from engine.quote import view as render
 
-pytest.importorskip("engine.evaluate")
+pytest.importorskip("engine.calc.evaluate")
 from engine.job import run_job  # noqa: E402
 
 SAMPLES = sorted(p.name for p in SAMPLES_DIR.glob("*.yaml")) + \
@@ -58,10 +58,10 @@ def test_scaling_grid_asks_evaluate_grid_for_gpu_counts(tmp_path, monkeypatch):
         calls.append((intake, ruleset, grid))
         return make_grid()
 
-    monkeypatch.setitem(sys.modules, "engine.evaluate", types.SimpleNamespace(evaluate_grid=fake_grid))
+    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(evaluate_grid=fake_grid))
     job = make_job(tmp_path)
     job.ruleset = marker = object()
-    frame = render.scaling_grid(job)
+    frame = render.scaling_grid(job.intake, job.results, job.ruleset)
     assert calls == [(job.intake, marker, {"gpu_count": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
                                                          1024]})]
     assert list(frame["gpu_count"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -70,12 +70,12 @@ def test_scaling_grid_asks_evaluate_grid_for_gpu_counts(tmp_path, monkeypatch):
 def test_scaling_respects_parallel_degrees(tmp_path, monkeypatch):
     from test_render_cases import make_grid, make_job
     seen = {}
-    monkeypatch.setitem(sys.modules, "engine.evaluate", types.SimpleNamespace(
+    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(
         evaluate_grid=lambda intake, ruleset, grid: seen.update(grid) or make_grid()))
     job = make_job(tmp_path)
     job.ruleset = object()
     job.intake.values.update(tensor_parallel=8, pipeline_parallel=2)
-    render.scaling_grid(job)
+    render.scaling_grid(job.intake, job.results, job.ruleset)
     assert seen["gpu_count"] == [16, 32, 64, 128, 256, 512, 1024]
 
 
@@ -84,8 +84,8 @@ def test_a_failing_grid_leaves_the_quote_standing(tmp_path, monkeypatch, caplog)
 
     def broken(intake, ruleset, grid):
         raise ZeroDivisionError("boom")
-    monkeypatch.setitem(sys.modules, "engine.evaluate", types.SimpleNamespace(evaluate_grid=broken))
+    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(evaluate_grid=broken))
     job = make_job(tmp_path)
     job.ruleset = object()
-    assert render.scaling_grid(job) is None
+    assert render.scaling_grid(job.intake, job.results, job.ruleset) is None
     assert "scaling table" in caplog.text

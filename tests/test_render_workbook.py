@@ -10,18 +10,19 @@ import openpyxl
 import pytest
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
-
-from engine import render
-from engine.intake import Intake
 from test_render_cases import (HOSTILE_CUSTOMER, HOSTILE_PROJECT, HOSTILE_WARNING, TRAINING,
                                TRAINING_INPUTS, grid_for, make_job, set_input)  # noqa: F401 (fixture)
+
+from engine.intake.model import Intake
+from engine.job import write_quote
+from engine.quote import view as render
 
 HOSTILE = [HOSTILE_CUSTOMER, HOSTILE_PROJECT, "+cmd|' /C calc'!A0", "-1+1", "@SUM(1+1)*cmd|' /C calc'!A0"]
 
 
 def quote(tmp_path, workload="training", lang="en", intake=None):
     job = make_job(tmp_path, workload, lang, intake)
-    paths = render.write_outputs(job)
+    paths = write_quote(job)
     xlsx, _, js = paths
     return job, openpyxl.load_workbook(xlsx), json.loads(js.read_text(encoding="utf-8")), xlsx
 
@@ -115,7 +116,7 @@ def test_scaling_sheet_table_and_line_chart(tmp_path, grid_for):
 
 
 def test_scaling_sheet_says_so_without_a_grid(tmp_path, monkeypatch):
-    monkeypatch.setattr(render, "scaling_grid", lambda job: None)
+    monkeypatch.setattr(render, "scaling_grid", lambda *args: None)
     _, wb, doc, _ = quote(tmp_path)
     assert wb["Scaling"]["A1"].value == "The scaling table could not be computed for this quote."
     assert doc["scaling"] == [] and not wb["Scaling"]._charts
@@ -153,7 +154,7 @@ def test_typed_text_never_becomes_a_formula(tmp_path, grid_for, text):
     grid_for()
     job = make_job(tmp_path)
     set_input(job, "customer", text)
-    xlsx = render.write_outputs(job, ("xlsx",))[0]
+    xlsx = write_quote(job, ("xlsx",))[0]
     wb = openpyxl.load_workbook(xlsx)
     cells = [c for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.value == text]
     assert len(cells) >= 2                                 # Summary and the Intake listing
@@ -168,7 +169,7 @@ def test_control_characters_do_not_break_the_workbook(tmp_path, grid_for):
     grid_for()
     job = make_job(tmp_path)
     set_input(job, "customer", "Bell\x07 Co.\x00")
-    wb = openpyxl.load_workbook(render.write_outputs(job, ("xlsx",))[0])
+    wb = openpyxl.load_workbook(write_quote(job, ("xlsx",))[0])
     assert wb["Summary"]["B2"].value == "Bell Co."
 
 
@@ -233,7 +234,7 @@ def test_workbook_in_the_intake_language(tmp_path, grid_for, lang, names, headli
 def test_outputs_appear_whole_or_not_at_all(tmp_path, grid_for, monkeypatch):
     grid_for()
     job = make_job(tmp_path)
-    paths = render.write_outputs(job)
+    paths = write_quote(job)
     assert [p.name for p in paths] == ["training.quote.xlsx", "training.quote.html",
                                        "training.quote.json"]
     assert sorted(p.name for p in job.outdir.iterdir()) == sorted(p.name for p in paths)
@@ -244,10 +245,10 @@ def test_outputs_appear_whole_or_not_at_all(tmp_path, grid_for, monkeypatch):
     monkeypatch.setattr(files.os, "replace", broken)     # the one atomic writer every output uses
     job.stem = "second"
     with pytest.raises(OSError):
-        render.write_outputs(job, ("xlsx",))
+        write_quote(job, ("xlsx",))
     assert sorted(p.name for p in job.outdir.iterdir()) == sorted(p.name for p in paths)
 
 
 def test_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="pdf"):
-        render.write_outputs(make_job(tmp_path), ("xlsx", "pdf"))
+        write_quote(make_job(tmp_path), ("xlsx", "pdf"))

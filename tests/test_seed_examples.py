@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.evaluate import evaluate
+from engine.calc.evaluate import evaluate
 
 SEED_002 = {   # DESIGN.md §4's YAML intake for the seed-002 example
     "customer": "Example Co.", "workload": "pretraining", "model": "custom", "params_billion": 0.11,

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
+from test_intake_kit import catalogs
 
 from engine.cli import main
 from engine.contract import EXTRA_INPUT_TYPES, INPUT_TYPES
-from engine.form import current_form, load_form, localized
+from engine.intake.form import current_form, load_form, localized
+from engine.intake.template import list_name, template_path, write_template
+from engine.intake.workbook import named_cells
 from engine.paths import LANGUAGES, RULES_DIR
 from engine.problems import SizingError
-from engine.template import list_name, template_path, write_template
-from engine.workbook_reader import named_cells
-from test_intake_kit import catalogs
 
 FORM = current_form()
 

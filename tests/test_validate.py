@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime
 
 import pytest
-
-from engine.intake import Intake, read
-from engine.validate import validate
 from test_intake_kit import BASE, catalogs, cell_of, filled
+
+from engine.intake.model import Intake
+from engine.intake.read import read
+from engine.intake.validate import validate
 
 # (what the salesperson did, canonical values to start from, what they typed, code, cell of key)
 WRONG_ENTRIES = [

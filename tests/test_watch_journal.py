@@ -3,7 +3,7 @@
 import multiprocessing
 import sqlite3
 
-from engine.journal import Journal, file_sha256
+from engine.services.watch.journal import Journal, file_sha256
 
 
 def test_a_new_job_gets_the_file_stem_and_is_found_again_after_a_crash(tmp_path):

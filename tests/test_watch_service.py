@@ -121,8 +121,8 @@ def product(tmp_path_factory):
 @pytest.fixture(scope="module")
 def oracle(product, tmp_path_factory):
     """What run_job itself says about one file of each kind: the watcher must agree."""
+    from engine.calc.ruleset import load_ruleset
     from engine.job import run_job
-    from engine.rules import load_ruleset
     ruleset = load_ruleset(product / "rules", product / "catalogs")
     tmp = tmp_path_factory.mktemp("oracle")
     expected = {}

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from engine.settle import SettleTracker, ignored_reason
+from engine.services.watch.settle import SettleTracker, ignored_reason
 
 
 class Clock:

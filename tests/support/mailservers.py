@@ -225,9 +225,9 @@ class Mailbox:
         self.client.append(folder, data)
 
     def service(self, quote=None):
-        from engine.mail import MailService
-        from engine.mail_config import load_config
-        from engine.mail_state import MailState
+        from engine.services.mail.config import load_config
+        from engine.services.mail.service import MailService
+        from engine.services.mail.state import MailState
         config = load_config(self.config_path)
         service = MailService(config, MailState(config.state_file), quote=quote)
         self._services.append(service)

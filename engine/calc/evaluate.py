@@ -1,0 +1,206 @@
+"""Evaluate a RuleSet on one intake (with a trace) or on a grid of scenarios as numpy arrays."""
+
+from __future__ import annotations
+
+import math
+import string
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from engine.calc.formula import FormulaError, is_array
+from engine.calc.functions import is_given
+from engine.calc.results import Notice, Results, Step, plain
+from engine.problems import Problem, SizingError
+
+MISSING = {"number": np.float64("nan"), "text": "", "bool": False}
+
+
+def evaluate(intake, ruleset, *, only: Iterable[str] | None = None) -> Results:
+    """Every rule that applies to this intake, in dependency order, with its trace and warnings."""
+    values = input_values(intake)
+    scope, pinned = _scope(values, ruleset)
+    wanted = _ancestors(ruleset, only) if only is not None else None
+    applied, trace = {}, []
+    with np.errstate(all="ignore"):
+        for rule in ruleset.rules.values():
+            if wanted is not None and rule.name not in wanted:
+                continue
+            if rule.name in pinned:
+                value = _coerce(values[rule.name], rule.type)
+                formula, inputs = "given in the intake", {}
+            else:
+                if rule.when is not None and not _run(rule, rule.when, scope):
+                    scope[rule.name] = MISSING[rule.type]
+                    continue
+                value = _run(rule, rule.formula, scope)
+                formula, inputs = rule.formula.text, {n: _native(scope[n]) for n in sorted(rule.formula.names)}
+            scope[rule.name] = value
+            value = _native(value)
+            if is_given(value):
+                applied[rule.name] = value
+            trace.append(Step(rule.name, rule.group, rule.label, rule.unit, formula, inputs, value,
+                              rule.where, rule.why))
+        notices = _warnings(ruleset, scope) if wanted is None else []
+    used = {k: _native(scope[k]) for k in ruleset.input_types if is_given(_native(scope[k]))}
+    return Results(applied, trace, notices, ruleset.version, used)
+
+
+def evaluate_grid(intake, ruleset, grid: dict[str, Iterable]) -> pd.DataFrame:
+    """One row per combination of the grid's values (every rule a column), in one numpy pass."""
+    values = input_values(intake)
+    keys = list(grid)
+    axes = [np.asarray(list(grid[k])) for k in keys]
+    count = math.prod(len(a) for a in axes) if axes else 1
+    grids = np.meshgrid(*axes, indexing="ij") if axes else []
+    return evaluate_columns(values, ruleset, {k: g.ravel() for k, g in zip(keys, grids)}, count)
+
+
+def input_values(intake) -> dict:
+    """The key → value mapping of an intake (anything with `.values`) or of a plain dict."""
+    return dict(intake) if isinstance(intake, dict) else dict(intake.values)
+
+
+def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int) -> pd.DataFrame:
+    """Evaluate with some inputs given as equal-length arrays (scenarios); others stay scalars."""
+    merged = dict(values)
+    types = {**ruleset.input_types, **{r.name: r.type for r in ruleset.rules.values()}}
+    for key, column in columns.items():
+        merged[key] = _coerce_array(column, types.get(key, "number"))
+    scope, pinned = _scope(merged, ruleset)
+    pinned |= set(columns) & set(ruleset.rules)
+    with np.errstate(all="ignore"):
+        for rule in ruleset.rules.values():
+            if rule.name in pinned:
+                scope[rule.name] = merged[rule.name] if rule.name in columns \
+                    else _coerce(merged[rule.name], rule.type)
+                continue
+            value = _run(rule, rule.formula, scope) if rule.when is None else None
+            if rule.when is not None:
+                mask = _run(rule, rule.when, scope)
+                if not is_array(mask):
+                    value = _run(rule, rule.formula, scope) if mask else MISSING[rule.type]
+                else:
+                    value = np.where(mask, _run(rule, rule.formula, scope), MISSING[rule.type])
+            scope[rule.name] = value
+        out = {k: np.broadcast_to(columns[k], count) for k in columns}
+        for name in ruleset.rules:
+            out.setdefault(name, np.broadcast_to(np.asarray(scope[name]), count))
+        for w in ruleset.warnings:
+            out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
+    return pd.DataFrame(out)
+
+
+def _scope(values: dict, ruleset) -> tuple[dict, set[str]]:
+    scope = {name: _coerce(values.get(name), kind) for name, kind in ruleset.input_types.items()}
+    for name, value in values.items():
+        if is_array(value):
+            scope[name] = value
+    pinned = {k for k, v in values.items()
+              if k in ruleset.rules and (is_array(v) or is_given(v))}
+    return scope, pinned
+
+
+def _coerce(value: Any, kind: str) -> Any:
+    if is_array(value):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING[kind]
+    if kind == "number":
+        if isinstance(value, bool):
+            return np.float64(value)
+        try:
+            return np.float64(value)
+        except (TypeError, ValueError):
+            return MISSING["number"]
+    if kind == "bool":
+        return bool(value)
+    return str(value)
+
+
+def _coerce_array(column, kind: str) -> np.ndarray:
+    column = np.asarray(column)
+    if kind == "number":
+        return column.astype(float)
+    if kind == "bool":
+        return column.astype(bool)
+    return column.astype(str)
+
+
+def _run(rule, formula, scope):
+    try:
+        return formula(scope)
+    except FormulaError as e:
+        raise SizingError([Problem(e.code, rule.where, f"`{getattr(rule, 'name', getattr(rule, 'code', ''))}`: "
+                                   f"{e.message}", fixer="rules")]) from None
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+        raise SizingError([Problem("rules.runtime", rule.where,
+                                   f"`{getattr(rule, 'name', getattr(rule, 'code', ''))}` could not be "
+                                   f"computed: {e}.", fixer="rules")]) from None
+
+
+def _native(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _ancestors(ruleset, names: Iterable[str]) -> set[str]:
+    wanted, stack = set(), [n for n in names if n in ruleset.rules]
+    while stack:
+        name = stack.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        stack.extend(n for n in ruleset.rules[name].reads if n in ruleset.rules)
+    return wanted
+
+
+class _MessageFormatter(string.Formatter):
+    """`{name}` shows numbers readably; `{name:.0%}` and other format specs work as in Python."""
+
+    def format_field(self, value, spec):
+        value = _native(value)
+        if not spec and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return friendly_number(float(value))
+        return super().format_field(value, spec)
+
+
+def friendly_number(value: float) -> str:
+    """1,321 · 165.2 · 66.08 · 0.0123 — thousands separators, about four significant digits, no exponent."""
+    if not math.isfinite(value):
+        return "n/a"
+    magnitude = abs(value)
+    if magnitude >= 1000 or value == int(value):
+        return f"{value:,.0f}"
+    decimals = 1 if magnitude >= 100 else 2 if magnitude >= 1 else max(2, 3 - math.floor(math.log10(magnitude)))
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+class _PlainView(dict):
+    """The scope as plain Python values, converted only for the names a message uses."""
+
+    def __init__(self, scope: dict):
+        super().__init__()
+        self.scope = scope
+
+    def __getitem__(self, key):
+        value = self.scope[key]
+        return value if isinstance(value, str) else plain(value)
+
+
+def _warnings(ruleset, scope: dict) -> list[Notice]:
+    notices, formatter = [], _MessageFormatter()
+    for w in ruleset.warnings:
+        if not _run(w, w.when, scope):
+            continue
+        message = {}
+        for lang, text in w.message.items():
+            try:
+                message[lang] = formatter.vformat(text, (), _PlainView(scope))
+            except (KeyError, ValueError, IndexError) as e:
+                message[lang] = text + f" [message placeholder problem: {e}]"
+        notices.append(Notice(w.code, message, w.where, w.severity))
+    return notices

@@ -1,0 +1,65 @@
+"""The published runs the estimates are checked against (validation/published.yaml), as cases."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.calc.yamlfile import line_of, load_yaml_file, plain
+from engine.paths import PUBLISHED_CASES
+from engine.problems import Problem, SizingError
+
+DEFAULT_CASES = PUBLISHED_CASES
+GROUPS = ("training", "inference", "memory")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    group: str
+    use: str                  # "choose" (coefficients were chosen from it) or "check" (held out)
+    intake: dict
+    measured: dict
+    source: dict
+    where: str
+
+
+def load_cases(path: Path) -> list[Case]:
+    doc = load_yaml_file(path, path.name)
+    items = doc.get("cases") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise SizingError([Problem("cases.shape", f"{path.name}:1", "expected `cases:` with a list of cases.",
+                                   fixer="rules")])
+    cases, problems = [], []
+    for index, item in enumerate(items):
+        where = f"{path.name}:{line_of(items, index)}"
+        if not isinstance(item, dict) or not all(k in item for k in ("id", "group", "intake", "measured")):
+            problems.append(Problem("cases.shape", where, "a case needs id, group, intake and measured.",
+                                    fixer="rules"))
+            continue
+        if item["group"] not in GROUPS:
+            problems.append(Problem("cases.group", where, f"group must be one of {', '.join(GROUPS)}.",
+                                    fixer="rules"))
+            continue
+        cases.append(Case(str(item["id"]), item["group"], str(item.get("use") or "check"),
+                          plain(item["intake"]), plain(item["measured"]), plain(item.get("source") or {}), where))
+    if problems:
+        raise SizingError(problems)
+    return cases
+
+
+def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
+    """The published runs a group's estimates were checked against: [{id, title, url}]."""
+    try:
+        cases = _cases_cached(Path(path), Path(path).stat().st_mtime_ns)
+    except (SizingError, OSError):
+        return []
+    return [{"id": c.id, "title": c.source.get("title", ""), "url": c.source.get("url", "")}
+            for c in cases if c.group == group]
+
+
+@functools.lru_cache(maxsize=4)
+def _cases_cached(path: Path, mtime_ns: int) -> tuple[Case, ...]:
+    """Every quote names its evidence; parse the cases file once per version of it."""
+    return tuple(load_cases(path))

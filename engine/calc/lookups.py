@@ -1,0 +1,154 @@
+"""Catalog look-ups for formulas, vectorised over arrays of ids so a sweep costs one pass."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from engine.calc.formula import FormulaError, is_array
+
+NAN = float("nan")
+
+
+def _dig(entry: dict, path: str) -> Any:
+    """entry["a"]["b"] for path "a.b"; None where any step is missing."""
+    value: Any = entry
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+_FACTOR_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values) of an id array; cached because one sweep looks up the same array often."""
+    hit = _FACTOR_CACHE.get(id(ids))
+    if hit is not None and hit[0] is ids:
+        return hit[1], hit[2]
+    codes, uniques = pd.factorize(ids)          # hashing: far cheaper than sorting strings
+    if len(_FACTOR_CACHE) > 32:
+        _FACTOR_CACHE.clear()
+    _FACTOR_CACHE[id(ids)] = (ids, codes, np.asarray(uniques))
+    return codes, np.asarray(uniques)
+
+
+def _spread(values: list, codes: np.ndarray, kind: str) -> np.ndarray:
+    dtype = float if kind == "number" else (bool if kind == "bool" else object)
+    out = np.asarray(values, dtype=dtype)[codes]
+    return out.astype(str) if kind == "text" else out
+
+
+def _per_id(ids: Any, one: Callable[[Any], Any], kind: str):
+    """Apply `one` to a scalar id, or to each distinct id of an array (then spread back)."""
+    if not is_array(ids):
+        return one(ids)
+    codes, uniques = _factorize(ids)
+    return _spread([one(str(u)) for u in uniques], codes, kind)
+
+
+class Lookups:
+    """The catalog functions bound to one set of catalogs."""
+
+    def __init__(self, catalogs):
+        self.catalogs = catalogs
+
+    def _entry(self, catalog: str, key: Any) -> dict | None:
+        table = self.catalogs.table(catalog)
+        if key in table:
+            return table[key]
+        resolved = self.catalogs.resolve(catalog, key)
+        return table.get(resolved) if resolved else None
+
+    def _number(self, catalog: str, key: Any, path: str) -> float:
+        entry = self._entry(catalog, key)
+        value = _dig(entry, path) if entry else None
+        if value is None or isinstance(value, bool):
+            return NAN
+        if not isinstance(value, (int, float)):
+            raise FormulaError("lookup.type", f"{catalog} field `{path}` of `{key}` is not a number.")
+        return float(value)
+
+    def _text(self, catalog: str, key: Any, path: str) -> str:
+        entry = self._entry(catalog, key)
+        value = _dig(entry, path) if entry else None
+        return "" if value is None else str(value)
+
+    def gpu_spec(self, gpu, field):
+        """gpu_spec(gpu, "field"): a number from catalogs/gpus.yaml, e.g. gpu_spec(gpu, "memory_gb") or gpu_spec(gpu, "scale_up.gb_s"); blank when the catalog has none."""
+        return _per_id(gpu, lambda g: self._number("gpus", g, field), "number")
+
+    def gpu_info(self, gpu, field):
+        """gpu_info(gpu, "field"): a text field from catalogs/gpus.yaml, e.g. gpu_info(gpu, "architecture")."""
+        return _per_id(gpu, lambda g: self._text("gpus", g, field), "text")
+
+    def model_spec(self, model, field):
+        """model_spec(model, "field"): a number from catalogs/models.yaml, e.g. model_spec(model, "layers"); blank for a custom model."""
+        return _per_id(model, lambda m: self._number("models", m, field), "number")
+
+    def model_info(self, model, field):
+        """model_info(model, "field"): a text field from catalogs/models.yaml, e.g. model_info(model, "kind")."""
+        return _per_id(model, lambda m: self._text("models", m, field), "text")
+
+    def optimizer_spec(self, optimizer, field):
+        """optimizer_spec(optimizer, "field"): bytes per trainable parameter from catalogs/optimizers.yaml ("state_bytes", "master_bytes")."""
+        return _per_id(optimizer, lambda o: self._number("optimizers", o, field), "number")
+
+    def _peak(self, gpu: Any, precision: Any) -> tuple[float, str]:
+        """Dense peak for a precision, following the precision's fallback chain."""
+        entry = self._entry("gpus", gpu)
+        if entry is None:
+            return NAN, ""
+        peaks = entry.get("dense_tflops") or {}
+        seen, current = set(), precision
+        while current and current not in seen:
+            seen.add(current)
+            value = peaks.get(current)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return float(value), str(current)
+            current = (self.catalogs.precisions.get(current) or {}).get("fallback")
+        return NAN, ""
+
+    def dense_peak(self, gpu, precision):
+        """dense_peak(gpu, precision): the GPU's dense peak TFLOPS (TOPS for int8/int4) at that precision; when the GPU lacks it, the peak of the precision's fallback (catalogs/precisions.yaml)."""
+        return self._pairwise(gpu, precision, lambda g, p: self._peak(g, p)[0], "number")
+
+    def peak_precision(self, gpu, precision):
+        """peak_precision(gpu, precision): which precision dense_peak actually used (differs when the GPU lacks the one asked for)."""
+        return self._pairwise(gpu, precision, lambda g, p: self._peak(g, p)[1], "text")
+
+    def has_precision(self, gpu, precision):
+        """has_precision(gpu, precision): true when the GPU has its own figure for that precision."""
+        return self._pairwise(gpu, precision, lambda g, p: self._peak(g, p)[1] == p, "bool")
+
+    def bytes_per(self, precision):
+        """bytes_per(precision): bytes per element (fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5)."""
+        return _per_id(precision, lambda p: self._number("precisions", p, "bytes"), "number")
+
+    def speedup(self, table, gpus):
+        """speedup("table", gpus): multi-GPU speedup from catalogs/scaling.yaml, linear between points, keeping the last point's efficiency beyond it."""
+        spec = self.catalogs.speedup_tables.get(table)
+        if spec is None:
+            raise FormulaError("lookup.unknown", f"there is no speedup table `{table}` in catalogs/scaling.yaml.")
+        xs = np.array(list(spec["points"]), dtype=float)
+        ys = np.array(list(spec["points"].values()), dtype=float)
+        n = np.asarray(gpus, dtype=float)
+        inside = np.interp(n, xs, ys)
+        beyond = n * (ys[-1] / xs[-1])
+        out = np.where(n > xs[-1], beyond, inside)
+        return out if out.ndim else np.float64(out)
+
+    def _pairwise(self, a, b, one, kind):
+        """`one(a, b)` over arrays: evaluated once per distinct pair, then spread back."""
+        if not is_array(a) and not is_array(b):
+            return one(a, b)
+        codes_a, uniq_a = _factorize(a) if is_array(a) else (np.zeros(len(b), dtype=np.intp), np.array([a]))
+        codes_b, uniq_b = _factorize(b) if is_array(b) else (np.zeros(len(a), dtype=np.intp), np.array([b]))
+        pair_codes, pairs = pd.factorize(codes_a * len(uniq_b) + codes_b)
+        values = [one(str(uniq_a[p // len(uniq_b)]), str(uniq_b[p % len(uniq_b)])) for p in pairs]
+        return _spread(values, pair_codes, kind)
+

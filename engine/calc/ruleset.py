@@ -1,0 +1,439 @@
+"""Rule files: load, check (names, types, cycles) and order them into a RuleSet."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import graphlib
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.calc.catalogs import Catalogs, load_catalogs
+from engine.calc.formula import IF_NAME, Formula, FormulaError, compile_formula
+from engine.calc.functions import FunctionSpec, build_functions
+from engine.calc.yamlfile import line_of, load_yaml_file, plain
+from engine.contract import EXTRA_INPUT_TYPES, INPUT_TYPES
+from engine.paths import CATALOGS_DIR, LANGUAGES, RULES_DIR
+from engine.problems import Problem, SizingError
+
+FILE_KEYS = {"group", "label", "order", "rules", "warnings", "examples", "about"}
+RULE_KEYS = {"name", "label", "unit", "when", "formula", "why"}
+WARNING_KEYS = {"code", "when", "message", "severity"}
+EXAMPLE_KEYS = {"name", "given", "expect", "tolerance"}
+NOT_RULE_FILES = {"intake.yaml"}      # the form, read by engine.form
+
+
+@dataclass
+class Rule:
+    name: str
+    group: str
+    label: dict[str, str]
+    unit: str
+    formula: Formula
+    when: Formula | None
+    why: str
+    where: str                  # file:line of the rule
+    type: str = "number"        # number | text | bool
+
+    @property
+    def reads(self) -> frozenset[str]:
+        return self.formula.names | (self.when.names if self.when else frozenset())
+
+
+@dataclass
+class WarningRule:
+    code: str
+    when: Formula
+    message: dict[str, str]
+    where: str
+    severity: str = "warning"
+
+
+@dataclass
+class Example:
+    name: str
+    given: dict[str, Any]
+    expect: dict[str, Any]
+    tolerance: float
+    where: str
+
+
+@dataclass
+class RuleSet:
+    """Rules in evaluation order, warnings, examples, catalogs and the function registry."""
+
+    rules: dict[str, Rule]
+    warnings: list[WarningRule]
+    examples: list[Example]
+    catalogs: Catalogs
+    functions: dict[str, FunctionSpec]
+    input_types: dict[str, str]
+    groups: dict[str, dict] = field(default_factory=dict)   # group → {label, order, file}
+    version: str = ""
+
+
+def load_ruleset(rules_dir: Path = RULES_DIR, catalogs_dir: Path = CATALOGS_DIR) -> RuleSet:
+    """Load, check and order every rule file; SizingError lists every problem as file:line."""
+    rules_dir, problems = Path(rules_dir), []
+    try:
+        catalogs = load_catalogs(catalogs_dir)
+    except SizingError as e:
+        problems.extend(e.problems)
+        catalogs = Catalogs()
+    functions = build_functions(catalogs)
+    input_types = {**INPUT_TYPES, **EXTRA_INPUT_TYPES, **_form_input_types(rules_dir)}
+    files = sorted(p for p in rules_dir.glob("*.yaml") if p.name not in NOT_RULE_FILES)
+    if not files:
+        problems.append(Problem("rules.none", str(rules_dir), "no rule files (*.yaml) found here.",
+                                fixer="rules"))
+    loader = _Loader(functions, problems)
+    for path in files:
+        loader.load_file(path, f"rules/{path.name}")
+    if not problems:
+        by_topic = sorted(loader.rules.values(), key=lambda r: _as_number(loader.groups[r.group]["order"]))
+        ordered = _order({r.name: r for r in by_topic}, input_types, problems)
+        if not problems:
+            _check_types(ordered, input_types, functions, problems)
+            _check_warnings(loader.warnings, ordered, input_types, problems)
+            _check_examples(loader.examples, ordered, input_types, problems)
+    if problems:
+        raise SizingError(problems)
+    return RuleSet(ordered, loader.warnings, loader.examples, catalogs, functions, input_types,
+                   loader.groups, _version(rules_dir, Path(catalogs_dir)))
+
+
+def _form_input_types(rules_dir: Path) -> dict[str, str]:
+    """Input keys the form (rules/intake.yaml) declares, typed as number, text or bool.
+
+    Only the keys and types are read here; the form's own loader (engine.intake.form)
+    checks the rest of that file, and `rules check` reports what it finds.
+    """
+    path = rules_dir / "intake.yaml"
+    try:
+        doc = load_yaml_file(path, f"rules/{path.name}") if path.exists() else {}
+    except SizingError:
+        return {}
+    fields = doc.get("fields") if isinstance(doc, dict) else None
+    return {f["key"]: _value_type(f.get("type")) for f in fields if isinstance(f, dict)
+            and isinstance(f.get("key"), str)} if isinstance(fields, list) else {}
+
+
+def _value_type(kind) -> str:
+    kind = str(kind or "text").lower()
+    if kind in ("number", "integer", "int", "float", "percent", "decimal"):
+        return "number"
+    if kind in ("bool", "boolean", "yesno", "yes/no"):
+        return "bool"
+    return "text"
+
+
+def _as_number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 100.0
+
+
+def _version(*dirs: Path) -> str:
+    digest = hashlib.sha256()
+    for d in dirs:
+        for p in sorted(d.glob("*.yaml")):
+            digest.update(p.name.encode())
+            digest.update(p.read_bytes())
+    return "rs-" + digest.hexdigest()[:10]
+
+
+class _Loader:
+    """Reads rule files into Rules, collecting every problem with its file:line."""
+
+    def __init__(self, functions: dict[str, FunctionSpec], problems: list[Problem]):
+        self.functions, self.problems = functions, problems
+        self.rules: dict[str, Rule] = {}
+        self.warnings: list[WarningRule] = []
+        self.examples: list[Example] = []
+        self.groups: dict[str, dict] = {}
+
+    def problem(self, code: str, where: str, message: str) -> None:
+        self.problems.append(Problem(code, where, message, fixer="rules"))
+
+    def load_file(self, path: Path, display: str) -> None:
+        try:
+            doc = load_yaml_file(path, display)
+        except SizingError as e:
+            self.problems.extend(e.problems)
+            return
+        if not isinstance(doc, dict):
+            self.problem("rules.shape", f"{display}:1", "a rule file is a mapping with `group:`, "
+                         "`rules:` and optionally `warnings:` and `examples:` (the file is empty or a list).")
+            return
+        self._unknown_keys(doc, FILE_KEYS, display, "top-level key")
+        group = str(doc.get("group") or path.stem)
+        self.groups[group] = {"label": _labels(doc.get("label"), group), "order": doc.get("order", 100),
+                              "file": display}
+        rules = doc.get("rules") or []
+        if not isinstance(rules, list):
+            self.problem("rules.shape", f"{display}:{line_of(doc, 'rules')}", "`rules:` must be a list of rules.")
+            rules = []
+        for index, item in enumerate(rules):
+            self._rule(item, group, display, line_of(rules, index))
+        for key, target in (("warnings", self._warning), ("examples", self._example)):
+            items = doc.get(key) or []
+            if not isinstance(items, list):
+                self.problem("rules.shape", f"{display}:{line_of(doc, key)}", f"`{key}:` must be a list.")
+                continue
+            for index, item in enumerate(items):
+                target(item, display, line_of(items, index))
+
+    def _unknown_keys(self, node: dict, allowed: set[str], display: str, what: str) -> None:
+        for key in node:
+            if str(key) not in allowed:
+                near = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = f" Did you mean `{near[0]}`?" if near else f" Allowed: {', '.join(sorted(allowed))}."
+                self.problem("rules.unknown_key", f"{display}:{line_of(node, key)}",
+                             f"unknown {what} `{key}`.{hint}")
+
+    def _compile(self, text: Any, where: str, rule_name: str) -> Formula | None:
+        try:
+            return compile_formula(text, self.functions)
+        except FormulaError as e:
+            self.problem(e.code, where, f"rule `{rule_name}`: {e.message}")
+            return None
+
+    def _rule(self, item: Any, group: str, display: str, line: int) -> None:
+        if not isinstance(item, dict):
+            self.problem("rules.shape", f"{display}:{line}", "each rule is a mapping: `- name: ...` "
+                         "with `formula:`.")
+            return
+        self._unknown_keys(item, RULE_KEYS, display, "rule field")
+        name = item.get("name")
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            self.problem("rules.name", f"{display}:{line}", f"rule name {name!r} must be a word of letters, "
+                         "digits and _ (not starting with a digit or _).")
+            return
+        if name in self.rules:
+            self.problem("rules.duplicate", f"{display}:{line}",
+                         f"rule `{name}` is defined twice (also at {self.rules[name].where}).")
+            return
+        if "formula" not in item:
+            self.problem("rules.missing", f"{display}:{line}", f"rule `{name}` has no `formula:`.")
+            return
+        formula = self._compile(item["formula"], f"{display}:{line_of(item, 'formula')}", name)
+        when = None
+        if item.get("when") is not None:
+            when = self._compile(item["when"], f"{display}:{line_of(item, 'when')}", name)
+            if when is None:
+                return
+        if formula is None:
+            return
+        self.rules[name] = Rule(name, group, _labels(item.get("label"), name), str(item.get("unit") or ""),
+                                formula, when, " ".join(str(item.get("why") or "").split()),
+                                f"{display}:{line}")
+
+    def _warning(self, item: Any, display: str, line: int) -> None:
+        if not isinstance(item, dict) or "code" not in item or "when" not in item or "message" not in item:
+            self.problem("rules.shape", f"{display}:{line}", "a warning needs `code:`, `when:` and `message:`.")
+            return
+        self._unknown_keys(item, WARNING_KEYS, display, "warning field")
+        when = self._compile(item["when"], f"{display}:{line_of(item, 'when')}", str(item["code"]))
+        if when is not None:
+            self.warnings.append(WarningRule(str(item["code"]), when, _labels(item["message"], str(item["code"])),
+                                             f"{display}:{line}", str(item.get("severity") or "warning")))
+
+    def _example(self, item: Any, display: str, line: int) -> None:
+        if not isinstance(item, dict) or not isinstance(item.get("given"), dict) \
+                or not isinstance(item.get("expect"), dict):
+            self.problem("rules.shape", f"{display}:{line}", "an example needs `given:` and `expect:` mappings.")
+            return
+        self._unknown_keys(item, EXAMPLE_KEYS, display, "example field")
+        self.examples.append(Example(str(item.get("name") or f"{display}:{line}"), plain(item["given"]),
+                                     plain(item["expect"]), float(item.get("tolerance") or 1e-6),
+                                     f"{display}:{line}"))
+
+
+def _labels(value: Any, fallback: str) -> dict[str, str]:
+    if isinstance(value, dict):
+        labels = {str(k): str(v) for k, v in value.items()}
+    elif value:
+        labels = {"en": str(value)}
+    else:
+        labels = {"en": fallback.replace("_", " ")}
+    for lang in LANGUAGES:
+        labels.setdefault(lang, labels.get("en", fallback))
+    return labels
+
+
+def _unknown_name(name: str, known: set[str]) -> str:
+    near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"unknown name `{name}`." + (f" Did you mean `{near[0]}`?" if near else "")
+
+
+def _order(rules: dict[str, Rule], inputs: dict[str, str], problems: list[Problem]) -> dict[str, Rule]:
+    """Topological order from the names each formula reads; names must exist; no cycles."""
+    known = set(rules) | set(inputs)
+    sorter = graphlib.TopologicalSorter()
+    for rule in rules.values():
+        deps = set()
+        for name in sorted(rule.reads):
+            if name not in known:
+                problems.append(Problem("rules.unknown_name", rule.where,
+                                        f"rule `{rule.name}`: {_unknown_name(name, known)}", fixer="rules"))
+            elif name in rules:
+                deps.add(name)
+        sorter.add(rule.name, *deps)
+    if problems:
+        return {}
+    try:
+        sorter.prepare()          # raises CycleError naming the loop
+    except graphlib.CycleError as e:
+        cycle = e.args[1]
+        first = rules[cycle[0]]
+        problems.append(Problem("rules.cycle", first.where,
+                                "rules depend on each other in a loop: " + " → ".join(cycle) +
+                                ". One of them must not read the next.", fixer="rules"))
+        return {}
+    return {name: rules[name] for name in _stable_order(rules)}
+
+
+def _stable_order(rules: dict[str, Rule]) -> list[str]:
+    """Dependencies first, otherwise the order of the files, so the audit reads like the rule files."""
+    done, order = set(), []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        done.add(name)
+        for dep in sorted(rules[name].reads):
+            if dep in rules:
+                visit(dep)
+        order.append(name)
+
+    for name in rules:
+        visit(name)
+    return order
+
+
+def _check_types(rules: dict[str, Rule], inputs: dict[str, str], functions, problems: list[Problem]) -> None:
+    """Infer each rule's type (number, text, bool) in order; report slips like text + number."""
+    types = dict(inputs)
+    for rule in rules.values():
+        try:
+            if rule.when is not None and _infer(rule.when.tree.body, types, functions) not in ("bool", "any"):
+                raise FormulaError("rules.type", "`when:` must be a condition (true or false).")
+            rule.type = _infer(rule.formula.tree.body, types, functions)
+            if rule.type == "any":
+                rule.type = "number"
+        except FormulaError as e:
+            problems.append(Problem("rules.type", rule.where, f"rule `{rule.name}`: {e.message}", fixer="rules"))
+            rule.type = "number"
+        types[rule.name] = rule.type
+
+
+def _check_warnings(warnings, rules, inputs, problems) -> None:
+    types = {**inputs, **{r.name: r.type for r in rules.values()}}
+    known = set(types)
+    for w in warnings:
+        for name in sorted(w.when.names - known):
+            problems.append(Problem("rules.unknown_name", w.where, f"warning `{w.code}`: "
+                                    f"{_unknown_name(name, known)}", fixer="rules"))
+        if not (w.when.names - known):
+            try:
+                if _infer(w.when.tree.body, types, build_functions(Catalogs())) not in ("bool", "any"):
+                    raise FormulaError("rules.type", "`when:` must be a condition (true or false).")
+            except FormulaError as e:
+                problems.append(Problem("rules.type", w.where, f"warning `{w.code}`: {e.message}", fixer="rules"))
+
+
+def _check_examples(examples, rules, inputs, problems) -> None:
+    known = set(rules) | set(inputs)
+    for ex in examples:
+        for name in list(ex.given) + list(ex.expect):
+            if name not in known:
+                problems.append(Problem("rules.unknown_name", ex.where,
+                                        f"example `{ex.name}`: {_unknown_name(name, known)}", fixer="rules"))
+
+
+_WORD = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+         ast.Pow: "**"}
+
+
+def _infer(node: ast.AST, types: dict[str, str], functions) -> str:
+    """The type of an expression: number, text, bool or any (a missing-value constant)."""
+    if isinstance(node, ast.Constant):
+        v = node.value
+        return "bool" if isinstance(v, bool) else "text" if isinstance(v, str) else "number"
+    if isinstance(node, ast.Name):
+        if node.id in ("true", "True", "false", "False"):
+            return "bool"
+        return types.get(node.id, "any")
+    if isinstance(node, ast.BinOp):
+        for side in (node.left, node.right):
+            t = _infer(side, types, functions)
+            if t not in ("number", "any"):
+                raise FormulaError("rules.type", f"`{_WORD.get(type(node.op), '?')}` needs numbers, but "
+                                   f"`{ast.unparse(side)}` is {t}.")
+        return "number"
+    if isinstance(node, ast.UnaryOp):
+        t = _infer(node.operand, types, functions)
+        if isinstance(node.op, ast.Not):
+            if t not in ("bool", "any"):
+                raise FormulaError("rules.type", f"`not` needs a condition, but `{ast.unparse(node.operand)}` is {t}.")
+            return "bool"
+        if t not in ("number", "any"):
+            raise FormulaError("rules.type", f"a sign needs a number, but `{ast.unparse(node.operand)}` is {t}.")
+        return "number"
+    if isinstance(node, ast.BoolOp):
+        for v in node.values:
+            t = _infer(v, types, functions)
+            if t not in ("bool", "any"):
+                raise FormulaError("rules.type", f"`and`/`or` join conditions, but `{ast.unparse(v)}` is {t}.")
+        return "bool"
+    if isinstance(node, ast.Compare):
+        left = _infer(node.left, types, functions)
+        for op, right in zip(node.ops, node.comparators):
+            if isinstance(op, (ast.In, ast.NotIn)):
+                kinds = {_infer(e, types, functions) for e in right.elts}
+                if left != "any" and kinds and kinds != {left}:
+                    raise FormulaError("rules.type", f"`{ast.unparse(node.left)}` is {left} but the list "
+                                       f"after `in` holds {'/'.join(sorted(kinds))}.")
+                continue
+            r = _infer(right, types, functions)
+            if isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and "text" in (left, r):
+                raise FormulaError("rules.type", "`<`/`>` compare numbers, not text.")
+            if "any" not in (left, r) and left != r:
+                raise FormulaError("rules.type", f"comparing {left} `{ast.unparse(node.left)}` with "
+                                   f"{r} `{ast.unparse(right)}` is always false.")
+            left = r
+        return "bool"
+    if isinstance(node, ast.Call):
+        name = "if" if node.func.id == IF_NAME else node.func.id
+        spec = functions[name]
+        arg_types = [_infer(a, types, functions) for a in node.args]
+        for index, (t, a) in enumerate(zip(arg_types, node.args)):
+            want = spec.arg_type(index)
+            if name in ("if",) and index > 0:
+                continue
+            if want != "any" and t not in (want, "any"):
+                raise FormulaError("rules.type", f"argument {index + 1} of {name}() should be {want}, but "
+                                   f"`{ast.unparse(a)}` is {t}.")
+        if spec.returns != "same":
+            return spec.returns
+        values = arg_types[1:] if name == "if" else arg_types
+        kinds = {t for t in values if t != "any"}
+        if len(kinds) > 1:
+            raise FormulaError("rules.type", f"{name}() mixes {' and '.join(sorted(kinds))} values; "
+                               "all choices must be of one kind.")
+        return kinds.pop() if kinds else "any"
+    return "any"
+
+
+_current: RuleSet | None = None
+_lock = threading.Lock()
+
+
+def current_ruleset() -> RuleSet:
+    """The rule set from the default folders, loaded once per process."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = load_ruleset()
+        return _current

@@ -1,0 +1,19 @@
+"""`sizing mail --config FILE`: the mail service (engine/services/mail)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "mail service: IMAP in, SMTP replies"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, required=True, metavar="FILE",
+                        help="the mail service's TOML file (see docs/mail.md)")
+    parser.add_argument("--once", action="store_true", help="check the mailbox once, then exit")
+
+
+def run(args) -> int:
+    from engine.services.mail.service import run_service
+    return run_service(args.config, once=args.once)

@@ -1,0 +1,56 @@
+"""`sizing quote INPUT...`: one quote per intake file — workbook, HTML and JSON — and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "quote intake files (.xlsx, .yaml, .json)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT")
+    parser.add_argument("-o", "--outdir", type=Path, default=Path("."), help="where to write the quote files")
+    parser.add_argument("--json", action="store_true", help="print the result document as JSON on stdout")
+
+
+def run(args) -> int:
+    from engine.calc.ruleset import current_ruleset
+    from engine.job import run_job
+    from engine.problems import SizingError
+    from engine.quote.text import summary_text
+
+    try:
+        ruleset = current_ruleset()
+    except SizingError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return 1
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    code, documents = 0, []
+    for source in args.inputs:
+        if not source.is_file():
+            print(f"{source}: no such file.", file=sys.stderr)
+            code = max(code, 2)
+            continue
+        job = run_job(source, args.outdir, ruleset=ruleset)
+        if job.ok:
+            if args.json:
+                documents.append(job.results.to_json(job.language))
+            else:
+                print(summary_text(job.quote))
+            for out in job.outputs:
+                print(f"wrote {out}", file=sys.stderr)
+        else:
+            code = 2 if job.status == "invalid" or job.status == "failed" else 1
+            for p in job.problems:
+                print(f"{p.where}: {p.message}" if p.where else p.message, file=sys.stderr)
+            for out in job.outputs:
+                print(f"wrote {out}", file=sys.stderr)
+    if args.json:
+        json.dump(documents[0] if len(documents) == 1 else documents, sys.stdout,
+                  ensure_ascii=False, indent=2)
+        print()
+    return code

@@ -1,0 +1,66 @@
+"""`sizing validate`: the estimates beside published measurements, with limits that fail the run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.paths import PUBLISHED_CASES
+from engine.problems import Problem, SizingError
+
+HELP = "compare estimates with published measurements"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED_CASES,
+                        help="cases file (default validation/published.yaml)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--max-median-error", action="append", default=[], metavar="GROUP=FRACTION",
+                        help="fail if a group's median absolute error exceeds this, e.g. training=0.10")
+    parser.add_argument("--max-worst-error", action="append", default=[], metavar="GROUP=FRACTION",
+                        help="fail if any case of the group is further off than this, e.g. memory=0.25")
+    parser.add_argument("--max-worst-factor", action="append", default=[], metavar="GROUP=FACTOR",
+                        help="fail if any case is off by more than this factor either way, e.g. inference=1.6")
+
+
+def run(args) -> int:
+    from engine.calc.evidence import GROUPS, load_cases
+    from engine.calc.ruleset import current_ruleset
+    from engine.validation import check_limits, compare, render_text, summarise
+    try:
+        limits = parse_limits(args, GROUPS)
+        table = compare(load_cases(args.file), current_ruleset())
+    except SizingError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return 2
+    summary = summarise(table)
+    failures = check_limits(summary, limits)
+    if args.json:
+        print(json.dumps({"cases": table.to_dict("records"), "groups": summary, "failures": failures},
+                         indent=2, default=float))
+    else:
+        print(render_text(table, summary))
+        for f in failures:
+            print(f"FAIL: {f}")
+    return 1 if failures else 0
+
+
+def parse_limits(args, groups: tuple[str, ...]) -> list[tuple[str, str, float]]:
+    """`--max-median-error training=0.10` and the like, as (kind, group, limit)."""
+    out, problems = [], []
+    for kind, items in (("median", args.max_median_error), ("worst", args.max_worst_error),
+                        ("factor", args.max_worst_factor)):
+        for item in items:
+            group, _, value = item.partition("=")
+            try:
+                out.append((kind, group.strip(), float(value)))
+            except ValueError:
+                problems.append(Problem("validate.limit", item, "write limits as GROUP=NUMBER, e.g. training=0.10."))
+            if group.strip() not in groups:
+                problems.append(Problem("validate.limit", item, f"group must be one of {', '.join(groups)}."))
+    if problems:
+        raise SizingError(problems)
+    return out

@@ -1,0 +1,30 @@
+"""The quote as JSON for other systems: inputs, results, warnings, trace and rule-set version."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from engine.calc.results import plain
+
+if TYPE_CHECKING:
+    from engine.quote.view import Quote
+
+
+def quote_document(quote: Quote) -> dict:
+    """`Results.to_json` (the `--json` document) plus who, when, the headline and the scaling table."""
+    return {
+        "customer": quote.customer,
+        "project": quote.project,
+        "language": quote.lang,
+        "generated_at": quote.generated_at.isoformat(),
+        "headline": quote.headline,
+        **quote.results.to_json(quote.lang),
+        "scaling": [{c.key: plain(c.values[i]) for c in quote.scaling}
+                    for i in range(len(quote.scaling[0].values))] if quote.scaling else [],
+    }
+
+
+def json_bytes(quote: Quote) -> bytes:
+    return json.dumps(quote_document(quote), ensure_ascii=False, indent=2).encode("utf-8")
+

@@ -1,0 +1,309 @@
+"""The quote view: what a quote says, in the reader's language, before any file format."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engine.calc.results import Results, plain
+from engine.intake.model import Intake
+from engine.quote.messages import Messages, finite, messages
+
+log = logging.getLogger(__name__)
+
+# Seed 003's order for a quote: (section, input keys, result keys), each shown where present.
+SECTIONS = (
+    ("model", ("workload", "model", "params_billion", "active_params_billion", "layers",
+               "hidden_size", "seq_len", "precision", "weight_precision", "kv_cache_precision",
+               "finetune_method", "training_tokens_billion", "dataset_gb", "samples", "epochs",
+               "prompt_tokens", "output_tokens", "concurrency"),
+     ("model_name", "params", "active_params", "training_tokens", "kv_cache_bytes_per_token")),
+    ("capacity", ("zero_stage", "activation_checkpointing"),
+     ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb",
+      "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
+      "max_concurrency")),
+    ("compute", ("gpu", "gpu_count", "utilization"),
+     ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "training_flops",
+      "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
+      "training_time_hours_at_default", "gpu_hours")),
+    ("bandwidth", (), ("arithmetic_intensity", "ridge_point", "attainable_tflops_per_gpu", "bound")),
+    ("scaling", ("gpus_per_node", "tensor_parallel", "pipeline_parallel"),
+     ("scaling_efficiency", "gpus_for_deadline")),
+    ("targets", ("deadline_days", "ttft_target_ms", "tpot_target_ms", "requests_per_second",
+                 "gpu_hour_price"),
+     ("ttft_ms", "tpot_ms", "output_tokens_per_s", "meets_latency_targets", "cost_total",
+      "cost_per_million_tokens")),
+)
+KEY_FIGURES = ("training_time_days", "training_time_hours", "training_time_hours_at_default",
+               "gpu_hours", "cost_total", "ttft_ms",
+               "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_latency_targets",
+               "cost_per_million_tokens", "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory",
+               "min_gpus_for_memory", "gpus_for_deadline", "effective_tflops_total", "bottleneck")
+MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb")
+# Defaults that shape the figures: listed as assumptions when the intake left them out.
+ASSUMED = ("utilization", "scaling_efficiency", "precision", "weight_precision",
+           "kv_cache_precision", "optimizer", "activation_checkpointing", "zero_stage",
+           "tensor_parallel", "pipeline_parallel", "gpus_per_node", "global_batch_size",
+           "micro_batch_size", "flash_attention", "gpu_hour_price", "currency")
+SCALING_KEYS = ("training_time_days", "training_time_hours", "gpu_hours", "output_tokens_per_s",
+                "ttft_ms", "tpot_ms", "max_concurrency", "cost_total", "cost_per_million_tokens",
+                "fits_in_memory")
+# Units the quote needs where a rule leaves its unit blank: shares read as percent,
+# money in the quote's currency.
+FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency"}
+MONEY = {"cost_total", "cost_per_million_tokens", "gpu_hour_price", "price_per_gpu_hour"}
+NAMED_BY = {"model": "model_name", "gpu": "gpu_name"}   # catalog ids give way to their names
+MAX_SCALING_GPUS = 65536
+VERDICT_WORDS = {"memory": "memory_capacity", "capacity": "memory_capacity",
+                 "bandwidth": "memory_bandwidth"}
+
+
+@dataclass
+class Figure:
+    """One value as the quote shows it: `value` for spreadsheets, `text` for readers."""
+
+    key: str
+    label: str
+    value: Any
+    unit: str
+    text: str
+    band: str = ""        # "likely 16–22" where rules/uncertainty.yaml gives a band
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    figures: list[Figure]
+
+
+@dataclass
+class Column:
+    """One column of the scaling table (the first is the GPU count)."""
+
+    key: str
+    label: str
+    unit: str
+    values: list[Any]
+
+
+@dataclass
+class Quote:
+    """Everything the three outputs say, already in the intake's language."""
+
+    m: Messages
+    customer: str
+    project: str
+    generated_at: datetime
+    ruleset: str
+    headline: str
+    verdicts: list[str]
+    key_figures: list[Figure]
+    sections: list[Section]
+    warnings: list[str]
+    assumptions: list[Figure]
+    memory: list[Figure]
+    values: dict[str, Any]
+    gpu_count: int
+    results: Results
+    intake: Intake | None = None
+    scaling: list[Column] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
+
+    @property
+    def lang(self) -> str:
+        return self.m.lang
+
+    @property
+    def date(self) -> str:
+        return self.generated_at.date().isoformat()
+
+    def figure(self, key: str) -> Figure | None:
+        return next((f for s in self.sections for f in s.figures if f.key == key), None)
+
+
+def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
+    """The view every output is written from; `grid` is evaluate_grid's frame, if any."""
+    m = messages(intake.language if intake else "en")
+    entered = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
+    inputs = {**entered, **results.inputs}    # resolved by the engine where it resolved them
+    steps = {s.name: s for s in results.trace}
+    values = results.values
+
+    def result(key: str) -> Figure:
+        step = steps.get(key)
+        label = (step.label.get(m.lang) or step.label.get("en")) if step else None
+        unit = _unit(key, step.unit if step else "", values, inputs)
+        value = values[key]
+        text = _word(m, key, value) if isinstance(value, str) else m.value(value, unit)
+        low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
+        band = ""
+        if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
+            band = m("likely_range", low=m.number(low), high=m.number(high))
+            text = m("likely", value=text, low=m.number(low), high=m.number(high))
+        return Figure(key, label or key, value, unit, text, band)
+
+    def given(key: str) -> Figure:
+        unit = _unit(key, "", values, inputs)
+        text = m.value(inputs[key], unit) if unit else m.input_value(key, inputs[key])
+        return Figure(key, m.input_label(key), inputs[key], unit, text)
+
+    gpu = str(values.get("gpu_name") or inputs.get("gpu", "GPU"))
+    count = inputs.get("gpu_count", 1)
+    hardware = Figure("hardware", m.input_label("gpu"), f"{m.number(count)} × {gpu}", "",
+                      f"{m.number(count)} × {gpu}")
+    sections = [Section(key, m(f"sections.{key}"),
+                        [given(k) for k in ins if k in entered and NAMED_BY.get(k) not in values]
+                        + [result(k) for k in outs if k in values])
+                for key, ins, outs in SECTIONS]
+    return Quote(
+        m=m, customer=str(inputs.get("customer", "")), project=str(inputs.get("project", "")),
+        generated_at=datetime.now().astimezone().replace(microsecond=0),
+        ruleset=results.ruleset,
+        headline=_headline(m, values, gpu, count), verdicts=_verdicts(m, values),
+        key_figures=[hardware] + [result(k) for k in KEY_FIGURES if k in values
+                                  and k != _slower_time_unit(values)],
+        sections=sections,
+        warnings=[n.text(m.lang) for n in results.warnings],
+        assumptions=[given(k) for k in ASSUMED if k in inputs and k not in entered],
+        memory=[result(k) for k in MEMORY_PARTS if k in values],
+        values=values, gpu_count=int(count) if finite(count) else 1,
+        scaling=_scaling_columns(m, grid, steps, values, inputs),
+        checked=_checked(m, values), results=results, intake=intake,
+    )
+
+
+def _checked(m: Messages, values: dict) -> list[str]:
+    """One sentence per kind of estimate: how many published runs it was checked against, and which."""
+    from engine.calc.evidence import checked_against
+    kinds = [("training" if values.get("is_training") else "inference"), "memory"]
+    out = []
+    for kind in kinds:
+        runs = checked_against(kind)
+        band = values.get(f"{kind}_band")
+        if runs and finite(band):
+            titles = "; ".join(dict.fromkeys(r["title"] for r in runs))
+            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs),
+                         band=f"{band:.0%}", runs=titles))
+    return out
+
+
+def _unit(key: str, unit: str, values: dict, inputs: dict) -> str:
+    if unit == "currency" or (not unit and key in MONEY):
+        return str(values.get("cost_currency") or inputs.get("currency") or "USD")
+    return unit or ("fraction" if key in FRACTIONS else "")
+
+
+def _slower_time_unit(values: dict) -> str:
+    """Of training time in days and in hours, the one that reads worse (0.02 days, 460 hours)."""
+    days = values.get("training_time_days")
+    return "training_time_hours" if finite(days) and days >= 1 else "training_time_days"
+
+
+def _word(m: Messages, key: str, value: str) -> str:
+    """A word a rule gives as its value (`bound: memory`) in the reader's language."""
+    return m.get(f"{key}.{_slug(value, keep=True)}") or m.get(f"{key}.{_slug(value)}") or value
+
+
+def _slug(word: str, keep: bool = False) -> str:
+    """`Memory-bandwidth` → `memory_bandwidth`; bare `memory` means capacity unless `keep`."""
+    word = word.strip().lower().replace(" ", "_").replace("-", "_")
+    return word if keep else VERDICT_WORDS.get(word, word)
+
+
+def _headline(m: Messages, v: dict, gpu: str, count: Any) -> str:
+    hw = {"count": m.number(count), "gpu": gpu}
+    hours = v.get("training_time_hours")
+    if not finite(hours) and finite(v.get("training_time_days")):
+        hours = v["training_time_days"] * 24
+    if finite(hours):
+        if hours >= 24:
+            return m("headline.days", value=m.number(v.get("training_time_days", hours / 24)), **hw)
+        if hours >= 1:
+            return m("headline.hours", value=m.number(hours), **hw)
+        return m("headline.minutes", value=m.number(hours * 60), **hw)
+    if finite(v.get("output_tokens_per_s")):
+        tokens = m.number(v["output_tokens_per_s"])
+        if finite(v.get("ttft_ms")):
+            return m("headline.latency", tokens=tokens, ttft=m.number(v["ttft_ms"]), **hw)
+        return m("headline.throughput", tokens=tokens, **hw)
+    return m("headline.hardware", **hw)
+
+
+def _verdicts(m: Messages, v: dict) -> list[str]:
+    """What limits the workload, in sentences: bottleneck, memory fit, latency targets."""
+    out = []
+    if isinstance(v.get("bottleneck"), str):
+        out.append(m.get(f"verdict.{_slug(v['bottleneck'])}")
+                   or m("verdict.other", value=v["bottleneck"]))
+    if v.get("fits_in_memory") is False and finite(v.get("memory_per_gpu_gb")):
+        need, have = m.number(v["memory_per_gpu_gb"]), m.number(v.get("gpu_memory_gb"))
+        if finite(v.get("min_gpus_for_memory")):
+            out.append(m("verdict.not_fit_min", need=need, have=have,
+                         min=m.number(v["min_gpus_for_memory"])))
+        else:
+            out.append(m("verdict.not_fit", need=need, have=have))
+    if isinstance(v.get("meets_latency_targets"), bool):
+        out.append(m("verdict.latency_met" if v["meets_latency_targets"] else "verdict.latency_missed"))
+    return out
+
+
+def gpu_counts(chosen: int, step: int = 1) -> list[int]:
+    """1, 2, 4, 8 … up to twice the quoted count (and the quoted count itself), multiples of `step`."""
+    top, counts, n = min(max(8, 2 * chosen), MAX_SCALING_GPUS), {chosen}, 1
+    while n <= top:
+        counts.add(n)
+        n *= 2
+    return sorted(c for c in counts if c % max(step, 1) == 0)
+
+
+def scaling_grid(intake: Intake, results: Results, ruleset):
+    """The same intake at 1, 2, 4, 8 … GPUs as a DataFrame, or None where it cannot be had."""
+    from engine.calc.evaluate import evaluate_grid
+    inputs = {**(intake.values if intake else {}), **results.inputs}
+    chosen, tp, pp = (inputs.get(k) or 1 for k in ("gpu_count", "tensor_parallel",
+                                                    "pipeline_parallel"))
+    measured = ("training_time_hours", "training_time_days", "output_tokens_per_s")
+    if not all(finite(n) and n >= 1 for n in (chosen, tp, pp)) \
+            or not any(k in results.values for k in measured):
+        return None       # nothing that more GPUs would change
+    try:
+        return evaluate_grid(intake, ruleset,
+                             {"gpu_count": gpu_counts(int(chosen), int(tp) * int(pp))})
+    except Exception:  # noqa: BLE001 — the quote stands without its scaling table; say so in the log
+        log.exception("scaling table for %s could not be computed", intake.origin if intake else "an intake")
+        return None
+
+
+def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict) -> list[Column]:
+    """The scaling table: GPUs, then time or throughput, speedup, efficiency, cost, fit."""
+    if grid is None or len(grid) == 0 or "gpu_count" not in grid:
+        return []
+    counts = [int(n) for n in grid["gpu_count"]]
+    # only what applies to this workload (the grid has a column for every rule)
+    keys = [k for k in SCALING_KEYS if k in grid and k in values and k != _slower_time_unit(values)]
+    columns = [Column("gpu_count", m("columns.gpus"), "", counts)]
+    for key in keys:
+        step = steps.get(key)
+        label = (step.label.get(m.lang) or step.label.get("en")) if step else key
+        cells = [plain(v) for v in grid[key].tolist()]
+        columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
+                              cells))
+        if key in ("training_time_days", "training_time_hours", "output_tokens_per_s"):
+            columns += _speedup(m, key, counts, cells)
+    return columns
+
+
+def _speedup(m: Messages, key: str, counts: list[int], values: list) -> list[Column]:
+    base = values[0]
+    if not all(finite(x) and x > 0 for x in values):
+        return []
+    # relative to the smallest configuration, taken as perfectly efficient
+    ratio = [(base / x if "time" in key else x / base) * counts[0] for x in values]
+    return [Column("speedup", m("columns.speedup"), "", ratio),
+            Column("efficiency", m("columns.efficiency"), "fraction",
+                   [r / n for r, n in zip(ratio, counts)])]
+
+

@@ -1,0 +1,1 @@
+"""The mailbox: read requests over IMAP, quote their attachments, reply over SMTP, exactly once each."""

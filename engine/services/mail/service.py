@@ -1,0 +1,418 @@
+"""The mail service: watch an IMAP folder, quote each request, reply by SMTP, then file the mail."""
+
+from __future__ import annotations
+
+import email.policy
+import imaplib
+import logging
+import os
+import signal
+import smtplib
+import ssl
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.problems import SizingError
+from engine.services.mail.config import MailConfig, ServerConfig, load_config
+from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
+                                          might_have_attachment, read_envelope, read_message)
+from engine.services.mail.reply import (Outcome, failure_note, failure_reply, quote_reply,
+                                        refusal_reply, template_reply)
+from engine.services.mail.state import Decision, MailState
+
+log = logging.getLogger(__name__)
+
+CRASH_HOOK = "SIZING_MAIL_CRASH_AFTER_SEND"   # tests only: "1" dies after recording the send,
+#                                               "unrecorded" dies between SMTP's 250 and recording
+MAX_ATTEMPTS = 3          # tries at deciding one message before it is filed as failed
+MAX_SEND_REFUSALS = 5     # permanent SMTP refusals of one reply before giving up on it
+HEADER_FETCH = "BODY.PEEK[HEADER]<0.65536>"   # enough to decide; a header flood is cut off
+CONNECTION_ERRORS = (imaplib.IMAP4.abort, OSError)
+
+
+def run_service(config_file: Path, once: bool = False) -> int:
+    """`sizing mail --config FILE`: serve until interrupted (or one pass with `once`)."""
+    logging.getLogger(__name__).setLevel(logging.INFO)   # the service says what it did
+    try:
+        config = load_config(config_file)
+        state = MailState(config.state_file)
+    except SizingError as e:
+        for problem in e.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    state.prune()
+    service = MailService(config, state)
+    service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, service.stop)
+    try:
+        if once:
+            service.poll_once()
+        else:
+            service.serve()
+    except _Stopped:
+        pass
+    except Exception as e:  # noqa: BLE001 — --once: say what went wrong, without a traceback
+        print(f"sizing mail: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        service.close()
+    log.info("stopped")
+    return 0
+
+
+class _Stopped(BaseException):
+    """Raised by a stop signal only while the service waits, never in the middle of a message."""
+
+
+class MailService:
+    """One mailbox, one state store. `quote(path, outdir, stem)` is engine.job.run_job by default."""
+
+    def __init__(self, config: MailConfig, state: MailState, *, quote=None, rules_dirs=None):
+        from engine.paths import CATALOGS_DIR, RULES_DIR
+        from engine.services.log import ServiceLog
+        from engine.services.rulekeeper import RuleKeeper
+        self.config, self.state = config, state
+        # Same hot reload as the folder service: a broken rule edit keeps the last good set.
+        self.rules = RuleKeeper(*(rules_dirs or (RULES_DIR, CATALOGS_DIR)),
+                                ServiceLog(None, service="mail"), settle=0.0)
+        self.quote = quote or self._quote_with_current_rules
+        self.imap = None
+        self.stopping = self.waiting = False
+
+    def serve(self) -> None:
+        """Poll until stopped; a broken connection is retried with growing pauses, never fatal."""
+        pause = 1.0
+        while not self.stopping:
+            try:
+                self.poll_once()
+                pause = 1.0
+                self._wait(self._idle_or_sleep)
+            except Exception as e:  # noqa: BLE001 — the service outlives any server hiccup
+                log.warning("mailbox check failed (%s: %s); retrying in %.0f s",
+                            type(e).__name__, e, pause)
+                self._disconnect()
+                self._wait(lambda: time.sleep(pause))
+                pause = min(pause * 2, 300.0)
+
+    def stop(self, *_signal) -> None:
+        """Finish the message in hand, then stop (a signal handler: SIGTERM, SIGINT)."""
+        self.stopping = True
+        if self.waiting:
+            raise _Stopped()
+
+    def _quote_with_current_rules(self, source: Path, outdir: Path, stem: str):
+        from engine.job import run_job
+        self.rules.poll(force_check=True)      # cheap: compares file sizes and times
+        return run_job(source, outdir, stem=stem, ruleset=self.rules.current)
+
+    def poll_once(self) -> int:
+        """Handle every message in the folder not already settled; returns how many were looked at."""
+        client = self._connect()
+        uidvalidity = client.select_folder(self.config.folder)[b"UIDVALIDITY"]
+        tried: set[int] = set()
+        # Search again until nothing is new: mail that arrives while we work is announced in
+        # replies to our own commands, and IDLE would not announce it a second time.
+        while todo := sorted(set(client.search("NOT DELETED")) - tried - self.state.skip_uids(
+                self.config.folder, uidvalidity)):
+            tried.update(todo)
+            for start in range(0, len(todo), 50):
+                batch = todo[start:start + 50]
+                meta = self._fetch_meta(client, batch)
+                for uid in batch:
+                    if self.stopping:
+                        return len(tried)
+                    if uid in meta:
+                        self._handle(client, uidvalidity, uid, meta[uid])
+        return len(tried)
+
+    def close(self) -> None:
+        self._disconnect()
+        self.state.close()
+
+    def _fetch_meta(self, client, uids: list[int]) -> dict:
+        """Size, structure and headers only: bodies are fetched when there may be an intake."""
+        try:
+            return client.fetch(uids, ["RFC822.SIZE", "BODYSTRUCTURE", HEADER_FETCH])
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as e:  # noqa: BLE001 — one odd structure must not block the batch
+            log.warning("fetching %d messages failed (%s); fetching one by one", len(uids), e)
+        meta = {}
+        for uid in uids:
+            try:
+                meta.update(client.fetch([uid], ["RFC822.SIZE", "BODYSTRUCTURE", HEADER_FETCH]))
+            except CONNECTION_ERRORS:
+                raise
+            except Exception:  # noqa: BLE001 — without a structure the body is simply read
+                meta.update(client.fetch([uid], ["RFC822.SIZE", HEADER_FETCH]))
+        return meta
+
+    # -- one message --------------------------------------------------------------------------
+
+    def _handle(self, client, uidvalidity: int, uid: int, meta: dict) -> None:
+        folder = self.config.folder
+        header = meta.get(b"BODY[HEADER]<0>") or meta.get(b"BODY[HEADER]") or b""
+        envelope = read_envelope(header, own_address=self.config.sender)
+        try:
+            decision = self.state.decision(envelope.key)
+            if decision is None:
+                if self.state.begin_attempt(folder, uidvalidity, uid) > MAX_ATTEMPTS:
+                    self._give_up(envelope, self.state.last_error(folder, uidvalidity, uid))
+                else:
+                    self._decide(client, uidvalidity, uid, envelope, meta)
+                decision = self.state.decision(envelope.key)
+                if decision is None:                       # deferred: stays in the inbox
+                    return
+            self._finish(client, uidvalidity, uid, envelope, decision)
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as e:  # noqa: BLE001 — one bad message must not stop the others
+            log.exception("message %s (%s) could not be handled", uid, envelope.key)
+            self.state.note_error(folder, uidvalidity, uid, f"{type(e).__name__}: {e}")
+
+    def _decide(self, client, uidvalidity: int, uid: int, envelope: Envelope, meta: dict) -> None:
+        """Choose the reply (or silence) and the folder, and record them before anything is sent."""
+        cfg = self.config
+        if envelope.auto_reason:
+            log.info("no reply to %s from %s: %s", envelope.key, envelope.sender or "?",
+                     envelope.auto_reason)
+            self.state.plan_silence(envelope.key, cfg.processed_folder,
+                                    f"automatic mail: {envelope.auto_reason}")
+        elif not is_allowed(envelope.sender, cfg.allow):
+            refuse = cfg.outsiders == "refuse" and envelope.sender and not self._rate_limited(
+                envelope.sender)
+            log.warning("sender %r is not on the allowlist: %s", envelope.sender or "(none)",
+                        "refused" if refuse else "ignored")
+            if refuse:
+                self._plan(envelope, refusal_reply(envelope, sender=cfg.sender, lang=cfg.language),
+                           cfg.processed_folder, "outsider: refused")
+            else:
+                self.state.plan_silence(envelope.key, cfg.processed_folder, "outsider: ignored")
+        elif until := self._rate_limited(envelope.sender):
+            log.info("%s has had %d replies this hour; %s waits until %s", envelope.sender,
+                     cfg.rate_limit_per_hour, envelope.key, time.ctime(until))
+            self.state.defer(cfg.folder, uidvalidity, uid, until, "rate limit")
+        else:
+            reply, folder, reason = self._answer(client, uid, envelope, meta)
+            self._plan(envelope, reply, folder, reason)
+
+    def _give_up(self, envelope: Envelope, error: str) -> None:
+        """Tried too often: file it as failed, and tell an allowed sender so if we still can."""
+        cfg = self.config
+        reason = f"gave up after {MAX_ATTEMPTS} attempts: {error}"
+        log.error("%s from %s: %s", envelope.key, envelope.sender or "?", reason)
+        if not envelope.auto_reason and is_allowed(envelope.sender, cfg.allow):
+            try:
+                reply = failure_reply(envelope, "internal", {"detail": error.split(":")[0]},
+                                      sender=cfg.sender, lang=cfg.language,
+                                      failed_folder=cfg.failed_folder)
+                self._plan(envelope, reply, cfg.failed_folder, reason)
+                return
+            except Exception:  # noqa: BLE001 — then it is filed without a reply
+                log.exception("could not even compose the failure reply")
+        self.state.plan_silence(envelope.key, cfg.failed_folder, reason)
+
+    def _answer(self, client, uid: int, envelope: Envelope, meta: dict):
+        """The reply to an allowed sender: quotes, problems, a template, or why it failed."""
+        cfg = self.config
+        size = int(meta.get(b"RFC822.SIZE") or 0)
+        if size > cfg.max_message_bytes:             # refused by size before a byte of body is read
+            params = {"mb": megabytes(size), "limit_mb": megabytes(cfg.max_message_bytes)}
+            return (failure_reply(envelope, "too_big", params, sender=cfg.sender, lang=cfg.language,
+                                  failed_folder=cfg.failed_folder),
+                    cfg.failed_folder, f"message too big ({params['mb']} MB)")
+        if not might_have_attachment(meta.get(b"BODYSTRUCTURE")):
+            return self._template(envelope, []), cfg.processed_folder, "no attachment"
+        raw = client.fetch([uid], ["BODY.PEEK[]"])[uid][b"BODY[]"]
+        incoming = read_message(raw, max_message_bytes=cfg.max_message_bytes,
+                                max_attachment_bytes=cfg.max_attachment_bytes,
+                                max_attachments=cfg.max_attachments, own_address=cfg.sender)
+        if incoming.damaged:
+            params = {"mb": megabytes(len(raw)), "limit_mb": megabytes(cfg.max_message_bytes)}
+            return (failure_reply(envelope, incoming.damaged, params, sender=cfg.sender,
+                                  lang=cfg.language, failed_folder=cfg.failed_folder),
+                    cfg.failed_folder, f"message unreadable ({incoming.damaged})")
+        if not incoming.attachments and not incoming.refused:
+            return self._template(envelope, incoming.ignored), cfg.processed_folder, "no intake attached"
+        # The reply carries the quote files, so it is composed before their folder goes away.
+        with tempfile.TemporaryDirectory(prefix="sizing-mail-", dir=cfg.work_dir) as tmp:
+            outcomes = self._quote_all(incoming, Path(tmp))
+            reply = quote_reply(envelope, outcomes, sender=cfg.sender,
+                                failed_folder=cfg.failed_folder, ignored=incoming.ignored)
+        bad = [f"{o.name}: {o.status}" for o in outcomes if o.status in ("failed", "refused")]
+        return (reply, cfg.failed_folder if bad else cfg.processed_folder,
+                "; ".join(bad) or ", ".join(f"{o.name}: {o.status}" for o in outcomes))
+
+    def _quote_all(self, incoming: Incoming, tmp: Path) -> list[Outcome]:
+        """Each attachment saved under its sanitised name in a private folder, then quoted."""
+        outcomes = []
+        for n, attachment in enumerate(incoming.attachments):
+            folder = tmp / str(n)                          # one folder each: equal stems cannot clash
+            (folder / "out").mkdir(parents=True)
+            source = folder / attachment.name
+            source.write_bytes(attachment.data)
+            try:
+                job = self.quote(source, folder / "out", source.stem)
+                outcomes.append(Outcome(attachment.name, job.status if job.status in
+                                        ("quoted", "invalid") else "failed", job))
+            except Exception as e:  # noqa: BLE001 — reported in the reply, filed as failed
+                log.exception("quoting %s failed", attachment.name)
+                outcomes.append(Outcome(attachment.name, "failed", detail=type(e).__name__))
+        return outcomes + [Outcome(r.name, "refused", refusal=r) for r in incoming.refused]
+
+    def _template(self, envelope: Envelope, ignored: list[str]):
+        lang = self.config.language
+        with tempfile.TemporaryDirectory(prefix="sizing-template-") as tmp:
+            path = Path(tmp) / ("intake.xlsx" if lang == "en" else f"intake.{lang}.xlsx")
+            try:
+                from engine.intake.template import write_template
+                write_template(path, lang)
+            except Exception as e:  # noqa: BLE001 — the friendly reply goes out even without it
+                log.warning("could not attach the blank template (%s: %s)", type(e).__name__, e)
+                path = None
+            return template_reply(envelope, sender=self.config.sender, lang=lang, template=path,
+                                  ignored=ignored)
+
+    def _plan(self, envelope: Envelope, reply, folder: str, reason: str) -> None:
+        data = reply.as_bytes(policy=email.policy.SMTP)
+        self.state.plan_reply(envelope.key, envelope.sender, reply["Message-ID"], data, folder, reason)
+
+    def _rate_limited(self, sender: str) -> float | None:
+        """When the sender may have the next reply, if they have had their hourly share."""
+        count, oldest = self.state.replies_within(sender, 3600)
+        return oldest + 3600 if count >= self.config.rate_limit_per_hour else None
+
+    # -- sending and filing: each step recorded before the next, so a restart resumes --------
+
+    def _finish(self, client, uidvalidity: int, uid: int, envelope: Envelope, decision: Decision) -> None:
+        if decision.status == "sending":
+            decision = self._send(decision)
+            if decision is None:                          # not accepted: stays, tried next poll
+                return
+        if decision.folder == self.config.failed_folder and not decision.noted:
+            client.append(decision.folder, failure_note(envelope, decision.reason or "",
+                                                        sender=self.config.sender))
+            self.state.mark_noted(decision.key)
+        self._move(client, uid, decision.folder)
+        self.state.mark_done(self.config.folder, uidvalidity, uid, decision.reason or "")
+        log.info("%s from %s → %s (%s)", envelope.key, envelope.sender or "?", decision.folder,
+                 decision.reason)
+
+    def _send(self, decision: Decision) -> Decision | None:
+        """Send the recorded reply (the same bytes and Message-ID on every try)."""
+        try:
+            with self._smtp() as smtp:
+                smtp.sendmail(self.config.sender, [decision.recipient], decision.reply)
+        except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as e:
+            if not _permanent(e):
+                log.warning("SMTP deferred the reply to %s: %s", decision.recipient, e)
+                return None
+            reason = f"reply refused by the SMTP server: {e}"
+            if self.state.send_failed(decision.key, reason) < MAX_SEND_REFUSALS:
+                log.warning("%s; will retry", reason)
+                return None
+            self.state.give_up(decision.key, self.config.failed_folder, reason)
+            return self.state.decision(decision.key)
+        except (OSError, smtplib.SMTPException) as e:
+            # Down, or it broke mid-transaction: try again later with the very same message.
+            log.warning("could not send the reply to %s (%s: %s)", decision.recipient,
+                        type(e).__name__, e)
+            return None
+        if os.environ.get(CRASH_HOOK) == "unrecorded":
+            os._exit(137)
+        self.state.mark_sent(decision.key)
+        if os.environ.get(CRASH_HOOK) == "1":
+            os._exit(137)
+        return self.state.decision(decision.key)
+
+    def _move(self, client, uid: int, folder: str) -> None:
+        if client.has_capability("MOVE"):
+            client.move([uid], folder)
+            return
+        client.copy([uid], folder)                        # copy first: never lose the original
+        client.delete_messages([uid])
+        if client.has_capability("UIDPLUS"):
+            client.uid_expunge([uid])
+        else:
+            client.expunge()
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _connect(self):
+        if self.imap is not None:
+            return self.imap
+        from imapclient import IMAPClient
+        c = self.config.imap
+        context = _tls_context(c)
+        client = IMAPClient(c.host, port=c.port, ssl=c.security == "tls", ssl_context=context,
+                            timeout=c.timeout)
+        if c.security == "starttls":
+            client.starttls(context)
+        client.login(c.user, c.password())
+        for folder in (self.config.processed_folder, self.config.failed_folder):
+            if not client.folder_exists(folder):
+                client.create_folder(folder)
+        self.imap = client
+        return client
+
+    def _disconnect(self) -> None:
+        if self.imap is not None:
+            try:
+                self.imap.logout()
+            except Exception:  # noqa: BLE001 — it is going away either way
+                pass
+            self.imap = None
+
+    def _wait(self, how) -> None:
+        """The only place a stop signal may interrupt."""
+        self.waiting = True
+        try:
+            if not self.stopping:
+                how()
+        finally:
+            self.waiting = False
+
+    def _idle_or_sleep(self) -> None:
+        """Sleep until the next poll; with IDLE, new mail ends the wait at once."""
+        client = self.imap
+        if self.config.idle and client is not None and client.has_capability("IDLE"):
+            client.idle()
+            try:
+                client.idle_check(timeout=self.config.poll_seconds)
+            finally:
+                client.idle_done()
+        else:
+            time.sleep(self.config.poll_seconds)
+
+    def _smtp(self) -> smtplib.SMTP:
+        c = self.config.smtp
+        context = _tls_context(c)
+        if c.security == "tls":
+            smtp = smtplib.SMTP_SSL(c.host, c.port, timeout=c.timeout, context=context)
+        else:
+            smtp = smtplib.SMTP(c.host, c.port, timeout=c.timeout)
+        try:
+            if c.security == "starttls":
+                smtp.starttls(context=context)
+            if c.user:
+                smtp.login(c.user, c.password())
+        except BaseException:
+            smtp.close()
+            raise
+        return smtp
+
+
+def _permanent(error: smtplib.SMTPException) -> bool:
+    """5xx is a final no; 4xx means try again later."""
+    if isinstance(error, smtplib.SMTPRecipientsRefused):
+        return all(code >= 500 for code, _ in error.recipients.values())
+    return getattr(error, "smtp_code", 500) >= 500
+
+
+def _tls_context(server: ServerConfig) -> ssl.SSLContext | None:
+    if server.security == "none":
+        return None
+    return ssl.create_default_context(cafile=server.ca_file or None)
