@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.calc.results import Results
+from engine.files import environment_fault
 from engine.intake.model import Intake
+from engine.paths import SAMPLES_DIR
 from engine.problems import Problem, SizingError
 
 log = logging.getLogger(__name__)
@@ -23,7 +25,9 @@ class Job:
 
     status: "new" → "quoted" (outputs written), "invalid" (the intake has
     problems a salesperson can fix; an annotated workbook is written for
-    workbook input) or "failed" (the file is unreadable or something broke).
+    workbook input), "failed" (the file is unreadable or something broke) or
+    "blocked" (the machine stopped it — a full disk, a folder that cannot be
+    written — and the same file will go through once that is fixed).
     """
 
     source: Path
@@ -74,12 +78,22 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     except SizingError as e:
         job.problems.extend(e.problems)
         job.status = "failed" if job.status == "new" else job.status
-    except Exception as e:  # noqa: BLE001 — a service must report, never die, on one bad job
-        log.exception("unexpected error quoting %s", source)
-        job.problems.append(Problem("internal", job.source.name,
-                                    f"internal error while quoting ({type(e).__name__}: {e}); "
-                                    "the file is kept, please report this.", fixer="developer"))
+    except MemoryError:
+        # Said apart from a bug: the services turn it into their memory-limit sentence.
+        job.problems.append(Problem("limit.memory", job.source.name,
+                                    "ran out of memory while quoting this file."))
         job.status = "failed"
+    except Exception as e:  # noqa: BLE001 — a service must report, never die, on one bad job
+        if fault := environment_fault(e):      # the machine, not the file: worth a retry as is
+            job.problems.append(Problem("environment", "", fault, fixer="admin", value=e.errno,
+                                        context={"path": e.filename}))
+            job.status = "blocked"
+        else:
+            log.exception("unexpected error quoting %s", source)
+            job.problems.append(Problem("internal", job.source.name,
+                                        f"internal error while quoting ({type(e).__name__}: {e}); "
+                                        "the file is kept, please report this.", fixer="developer"))
+            job.status = "failed"
     job.seconds = time.perf_counter() - started
     return job
 
@@ -128,3 +142,12 @@ def _write_errors(job: Job) -> list[Path]:
     from engine.intake.errors_workbook import write_errors_workbook
     return [write_errors_workbook(job.source, job.problems, job.outdir / f"{job.stem}.errors.xlsx",
                                   job.intake.language)]
+
+
+def warm_up(ruleset) -> None:
+    """Quote a shipped sample once in this process, so that every import and cache a quote
+    needs is ready in the processes forked from it (engine.services.sandbox)."""
+    import tempfile
+    for sample in sorted(SAMPLES_DIR.glob("*.xlsx"))[:1]:
+        with tempfile.TemporaryDirectory(prefix="sizing-warm-up-") as tmp:
+            run_job(sample, Path(tmp), ruleset=ruleset)

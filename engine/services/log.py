@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -60,6 +61,13 @@ class ServiceLog:
                 f.write(line)
         except OSError as e:
             print(f"{stamp} cannot write {self.jsonl}: {e}", file=sys.stderr)
+
+
+def iso_time(seconds: float | None) -> str | None:
+    """A Unix time as ISO 8601 in local time with its offset (2025-03-01T10:12:04+01:00)."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds).astimezone().isoformat(timespec="seconds")
 
 
 def first_line(text: str) -> str:

@@ -5,21 +5,28 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from engine.files import write_atomic
 from engine.problems import SizingError
-from engine.services.log import ServiceLog, first_line
+from engine.services.log import ServiceLog, first_line, iso_time
 
 
 class RuleKeeper:
-    """Holds the last good rule set; reloads the whole set when its folders change."""
+    """Holds the last good rule set; reloads the whole set when its folders change.
 
-    def __init__(self, rules_dir: Path, catalogs_dir: Path, log: ServiceLog, settle: float):
+    With `notice` (the folder service's RULES-BROKEN.txt), a broken edit is also said in a
+    plain file where people look, and the file goes away when a good edit lands.
+    """
+
+    def __init__(self, rules_dir: Path, catalogs_dir: Path, log: ServiceLog, settle: float,
+                 notice: Path | None = None):
         self.dirs = (Path(rules_dir), Path(catalogs_dir))
-        self.log, self.settle = log, settle
+        self.log, self.settle, self.notice = log, settle, notice
         self.current = None            # the last good RuleSet
         self.problems: list[str] = []  # why the files on disk are not in use, if they are not
         self.checked_at = 0.0
         self._due: float | None = None
         self._fingerprint = None
+        self._noticed: str | None = "?"  # the notice's text as last written ("": failed, "?": not yet)
 
     def changed(self) -> None:
         """A rule or catalog file changed: reload once the edits settle (a save is often
@@ -29,19 +36,56 @@ class RuleKeeper:
     def poll(self, force_check: bool = False) -> bool:
         """Reload if an edit has settled (or, on a rescan, if the files differ). True if
         a reload was attempted."""
+        reloaded = False
         if self._due is not None and time.monotonic() >= self._due:
             self._due = None
-            return self._reload_if_changed()
-        if force_check:
-            return self._reload_if_changed()
-        return False
+            reloaded = self._reload_if_changed()
+        elif force_check:
+            reloaded = self._reload_if_changed()
+        self._show_notice()
+        return reloaded
 
     def status(self) -> dict:
         return {"version": self.current.version if self.current else None,
                 "files_ok": not self.problems,
                 "running_on_last_good": bool(self.problems) and self.current is not None,
-                "problems": self.problems, "checked_at": self.checked_at,
+                "problems": self.problems, "checked_at": iso_time(self.checked_at or None),
                 "rules_dir": str(self.dirs[0]), "catalogs_dir": str(self.dirs[1])}
+
+    def notice_text(self) -> str | None:
+        """RULES-BROKEN.txt: what is wrong with the edit, in plain words; None when all is well."""
+        if not self.problems:
+            return None
+        if self.current is not None:
+            effect = (f"Quotes are still made, with the last good rule set ({self.current.version}); "
+                      "they do not show the edit yet.")
+        else:
+            effect = ("No quote can be made until this is fixed: files dropped into inbox/ wait "
+                      "there and are quoted by themselves afterwards.")
+        checked = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.checked_at))
+        return ("The latest edit of the sizing rules or catalogs cannot be used.\n\n"
+                f"{effect}\n\nWhat is wrong (each line says the file and line):\n"
+                + "".join(f"  - {first_line(p)}\n" for p in self.problems)
+                + "\nFix the file and save it; this note goes away by itself as soon as the "
+                  f"rules are good again.\n\nChecked {checked}.\n")
+
+    def _show_notice(self) -> None:
+        """Write or remove the notice when what it should say changes (again, if it failed)."""
+        if self.notice is None:
+            return
+        text = self.notice_text()
+        if text == self._noticed:
+            return
+        try:
+            if text is None:
+                self.notice.unlink(missing_ok=True)
+            else:
+                write_atomic(self.notice, text.encode("utf-8"))
+            self._noticed = text
+        except OSError as e:        # a full disk: the log and the status still say it
+            if self._noticed != "":
+                self.log.event("error", f"cannot update {self.notice.name}: {e.strerror}")
+            self._noticed = ""       # tried again at the next poll, logged once
 
     def _reload_if_changed(self) -> bool:
         fingerprint = _fingerprint(*self.dirs)
@@ -87,3 +131,14 @@ def _fingerprint(*dirs: Path) -> tuple:
                 continue
             entries.append((str(path), st.st_size, st.st_mtime_ns, st.st_ino))
     return tuple(entries)
+
+
+def describe(status: dict) -> list[str]:
+    """The rule-set lines of `--status`, from a status file's `ruleset` part."""
+    if not status:
+        return []
+    line = f"rule set: {status.get('version') or 'none'}"
+    if status.get("problems"):
+        line += (" — the latest edit is broken; running on this last good set:"
+                 if status.get("version") else " — no valid rule set yet; files wait:")
+    return [line] + [f"  {first_line(p)}" for p in status.get("problems") or []]

@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,9 @@ SCHEMA = (
 )
 
 ANSWERED = ("quoted", "duplicate")
+# How long a watcher waits for another one's transaction (they last milliseconds). Longer
+# means someone else holds the journal: the service says so and retries later.
+LOCK_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -64,15 +67,24 @@ class Journal:
     """Safe to share between several watcher processes: WAL mode, and every decision that
     must not race (which stem a job gets) runs inside one `BEGIN IMMEDIATE` transaction."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, readonly: bool = False):
         self.path = Path(path)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if readonly:                     # `--status`: look, never wait for a writer
+            self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                      timeout=LOCK_WAIT_SECONDS, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            return
+        self.db = sqlite3.connect(self.path, timeout=LOCK_WAIT_SECONDS, isolation_level=None)
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL survives process crashes
-        with self._transaction():
-            for statement in SCHEMA:
-                self.db.execute(statement)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL survives process crashes
+            with self._transaction():
+                for statement in SCHEMA:
+                    self.db.execute(statement)
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -146,10 +158,12 @@ class Journal:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:   # SQLite may have rolled back already (a full disk)
+                with suppress(sqlite3.Error):
+                    self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
 
 def _entry(row: sqlite3.Row) -> Entry:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import glob
 import logging
 import os
 import queue
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from watchdog import events as fs_events
@@ -19,9 +22,12 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from engine.problems import Problem
-from engine.services.log import ServiceLog, first_line, read_status, write_status
-from engine.services.rulekeeper import RuleKeeper
+from engine.files import write_atomic
+from engine.job import warm_up
+from engine.services.health import Health, blocked_error, fault_text
+from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
+from engine.services.rulekeeper import RuleKeeper, describe
+from engine.services.sandbox import Limits, Quoting
 from engine.services.watch.claims import WorkArea, live_owners
 from engine.services.watch.journal import Entry, Journal, file_sha256
 from engine.services.watch.reasons import duplicate_text, reason_text
@@ -29,6 +35,13 @@ from engine.services.watch.settle import SettleTracker, ignored_reason
 
 FOLDERS = ("inbox", "outbox", "archive", "failed", "work")
 JOURNAL, LOG, STATUS = ".sizing-journal.sqlite3", ".sizing-log.jsonl", "status.json"
+RULES_BROKEN, DEGRADED = "RULES-BROKEN.txt", "SERVICE-DEGRADED.txt"   # notes beside inbox/
+RESERVE, RESERVE_BYTES = ".sizing-reserve", 64 * 1024   # given up so a note fits on a full disk
+MAX_RETRY_PAUSE = 30.0     # longest wait between tries while the machine is at fault
+SLOW_SECONDS = 1.0         # a quote running longer than this no longer holds up the next file
+MAX_RUNNING = 3            # quotes one watcher runs at once (each may use memory_limit_mb)
+# Errors of one inbox file when taking it (locked on a share, no permission): skipped, logged.
+FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EBUSY, errno.ETXTBSY)
 # Events that can mean "a file arrived or changed". Opening and reading do not count:
 # loading the rules reads them, and must not trigger the next reload.
 EVENTS = [fs_events.FileCreatedEvent, fs_events.FileModifiedEvent, fs_events.FileMovedEvent,
@@ -85,8 +98,21 @@ def _stop(observer) -> None:
 
 # ---------------------------------------------------------------- the service
 
+@dataclass
+class _Running:
+    """A file being quoted in its own process (engine.services.sandbox)."""
+
+    claimed: Path
+    entry: Entry
+    tmp: Path
+    ruleset_version: str
+    started: float
+    quoting: Quoting
+
+
 class Service:
-    """Takes settled files from the inbox one at a time; never loses or repeats one."""
+    """Takes settled files from the inbox; never loses or repeats one, and never blames a file
+    for a fault of the machine (that waits, and is retried with growing pauses)."""
 
     def __init__(self, root: Path, settings: dict, parent: int | None = None):
         self.root = Path(root).resolve()
@@ -95,14 +121,19 @@ class Service:
         self.dirs = {name: self.root / name for name in FOLDERS}
         self.quiet = float(settings["quiet_seconds"])
         self.tick = max(0.02, min(0.1, self.quiet / 4))
+        self.limits = Limits(float(settings["time_limit_seconds"]), float(settings["memory_limit_mb"]))
         self.stopping: str | bool = False      # or why we are stopping
-        self.current: str | None = None
         self.children: list[subprocess.Popen] = []
+        self.running: list[_Running] = []
+        self.health = Health(longest=MAX_RETRY_PAUSE)
+        self.journal: Journal | None = None
         self._wake = threading.Event()
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._noted: set[str] = set()
         self._stuck: set[Path] = set()
         self._status_at = 0.0
+        self._status_failing = False
+        self._warm = False
 
     # ---- lifecycle
 
@@ -111,10 +142,9 @@ class Service:
             path.mkdir(parents=True, exist_ok=True)
         self.area = WorkArea(self.dirs["work"])
         self.log = ServiceLog(self.root / LOG, pid=os.getpid(), owner=self.area.owner)
-        self.journal = Journal(self.root / JOURNAL)
         self.tracker = SettleTracker(self.quiet)
         self.rules = RuleKeeper(self.settings["rules_dir"], self.settings["catalogs_dir"],
-                                self.log, settle=self.quiet)
+                                self.log, settle=self.quiet, notice=self.root / RULES_BROKEN)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         targets = [(_Forward("inbox", self._events, self._wake), self.dirs["inbox"], False)]
         targets += [(_Forward("rules", self._events, self._wake), d, True)
@@ -130,6 +160,8 @@ class Service:
                 self.children = [self._spawn() for _ in range(int(self.settings["workers"]) - 1)]
             self._loop()
         finally:
+            for job in self.running:           # a second Ctrl-C: redone at the next start
+                job.quoting.stop()
             _stop(observer)
             for child in self.children:
                 _wait_child(child)
@@ -137,7 +169,8 @@ class Service:
                 signal.signal(s, handler)
             self._write_status("stopped", force=True)
             self.area.close()
-            self.journal.close()
+            if self.journal is not None:
+                self.journal.close()
             self.log.event("stopped", "service stopped")
         return 0
 
@@ -156,7 +189,9 @@ class Service:
         s = self.settings
         command = [sys.executable, "-m", "engine", "watch", str(self.root), "--workers", "1",
                    "--parent-pid", str(os.getpid()), "--quiet-seconds", str(s["quiet_seconds"]),
-                   "--rescan-seconds", str(s["rescan_seconds"]), "--rules-dir", str(s["rules_dir"]),
+                   "--rescan-seconds", str(s["rescan_seconds"]),
+                   "--time-limit-seconds", str(s["time_limit_seconds"]),
+                   "--memory-limit-mb", str(s["memory_limit_mb"]), "--rules-dir", str(s["rules_dir"]),
                    "--catalogs-dir", str(s["catalogs_dir"])] + (["--polling"] if s["polling"] else [])
         # Its own session: a terminal's Ctrl-C reaches only us, and we pass on one SIGTERM.
         return subprocess.Popen(command, start_new_session=True)
@@ -169,7 +204,9 @@ class Service:
                 self._rescan()
                 next_rescan = time.monotonic() + float(self.settings["rescan_seconds"])
             self.rules.poll()
-            if self.rules.current is not None:
+            self._collect()
+            if self.rules.current is not None and self.health.may_try() and self._open_journal():
+                self._warm_up()
                 self._work()
             self._write_status()
             if self.parent is not None and os.getppid() != self.parent:
@@ -177,27 +214,62 @@ class Service:
             self._wake.wait(self.tick)
             self._wake.clear()
         self.log.event("stopping", f"{self.stopping}: stopping, no job left half-done")
+        while self.running:                    # each is bounded by the time limit
+            self._collect()
+            self._write_status()
+            time.sleep(self.tick)
+
+    def _open_journal(self) -> bool:
+        if self.journal is None:
+            try:
+                self.journal = Journal(self.root / JOURNAL)
+            except Exception as e:  # noqa: BLE001 — locked or unreadable: wait, say so, retry
+                self._fault(e)
+                return False
+        return True
+
+    def _warm_up(self) -> None:
+        """Once: quote a sample here, so every quote's forked process starts warm."""
+        if not self._warm:
+            self._warm = True
+            try:
+                warm_up(self.rules.current)
+            except Exception as e:  # noqa: BLE001 — only speed is at stake
+                self.log.event("error", f"warm-up quote failed ({type(e).__name__}: {e})")
 
     def _work(self) -> None:
-        """Recovered claims first, then settled inbox files; rules may change between jobs."""
-        for claimed in self.area.items():
-            if self.stopping:
-                return
-            if claimed not in self._stuck:
-                self._process(claimed)
-        for path in self.tracker.ready():
-            if self.stopping:
-                return
-            self.tracker.forget(path)
-            try:
-                claimed = self.area.claim(path)
-            except OSError as e:     # locked on a share, or no permission: try again later
-                self._note_once(path.name, f"cannot take {path.name} yet ({e.strerror})")
-                continue
-            if claimed is not None:
-                self._process(claimed)
-            self._drain_events()
-            self.rules.poll()
+        """Recovered claims first, then settled inbox files, while there is room; rules may
+        change between jobs. A fault of the machine stops the round until the next try."""
+        try:
+            busy = {job.claimed for job in self.running}
+            for claimed in self.area.items():
+                if claimed in self._stuck or claimed in busy:
+                    continue
+                if self.stopping or not self._room() or not self._start(claimed):
+                    return
+            for path in self.tracker.ready():
+                if self.stopping or not self._room():
+                    return
+                self.tracker.forget(path)
+                try:
+                    claimed = self.area.claim(path)
+                except OSError as e:
+                    if e.errno not in FILE_ERRORS:
+                        raise             # our own work folder cannot be written
+                    self._note_once(path.name, f"cannot take {path.name} yet ({e.strerror})")
+                    continue
+                if claimed is not None and not self._start(claimed):
+                    return
+                self._drain_events()
+                self.rules.poll()
+        except Exception as e:  # noqa: BLE001 — e.g. the work folder vanished with its share
+            self._fault(e)
+
+    def _room(self) -> bool:
+        """One quote at a time; another beside quotes that take long, so that a stuck file
+        (a data export dropped by mistake) does not hold up the files behind it."""
+        return not self.running or (len(self.running) < MAX_RUNNING and
+                                    all(r.quoting.seconds > SLOW_SECONDS for r in self.running))
 
     def _drain_events(self) -> None:
         while True:
@@ -215,13 +287,16 @@ class Service:
 
     def _rescan(self) -> None:
         """Catch what arrived while down, or whose event was missed; adopt dead watchers' work."""
-        for path in self.dirs.values():      # someone may have removed one: recreate it
-            path.mkdir(parents=True, exist_ok=True)
-        if self.area.adopt_orphans():
-            self.log.event("recovered", "taking over files left in work/ by a stopped watcher")
-        for path in sorted(self.dirs["inbox"].iterdir(), key=_mtime):   # oldest first
-            if self._wanted(path):
-                self.tracker.seen(path)
+        try:
+            for path in self.dirs.values():      # someone may have removed one: recreate it
+                path.mkdir(exist_ok=True)        # but not the service folder: a share that went away
+            if self.area.adopt_orphans():
+                self.log.event("recovered", "taking over files left in work/ by a stopped watcher")
+            for path in sorted(self.dirs["inbox"].iterdir(), key=_mtime):   # oldest first
+                if self._wanted(path):
+                    self.tracker.seen(path)
+        except OSError as e:
+            self._fault(e)
         self.rules.poll(force_check=True)
         for i, child in enumerate(self.children):
             if child.poll() is not None and not self.stopping:
@@ -246,66 +321,96 @@ class Service:
             self._noted.add(name)
             self.log.event("ignored", message, file=name)
 
-    # ---- one file
+    # ---- one file: started here, finished in _complete once its quote is done
 
-    def _process(self, claimed: Path) -> None:
+    def _start(self, claimed: Path) -> bool:
+        """Begin a claimed file: record it, answer a duplicate at once, or start its quote.
+        False if the machine is at fault (the claim waits for the next try)."""
         token, name = claimed.parent.name, claimed.name
-        self.current = name
-        self._write_status()
         started = time.perf_counter()
         try:
             entry, earlier = self.journal.begin(token, name, file_sha256(claimed),
                                                 self.rules.current.version,
                                                 taken=self._taken_on_disk(Path(name).suffix))
-            if not entry.done:           # otherwise it was answered just before a crash
-                entry = self._answer(claimed, entry, earlier, started)
-            self._file_original(claimed, entry)
+            if entry.done:               # answered just before a crash: only the filing is left
+                self._file_original(claimed, entry)
+                self._finished(entry, started)
+                return True
+            tmp = claimed.parent / ".out"
+            shutil.rmtree(tmp, ignore_errors=True)     # a half-done attempt before a crash
+            tmp.mkdir()
+            ruleset = self.rules.current
+            outputs = self._copy_earlier(earlier, entry, tmp) if earlier else None
+            if outputs is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                entry = self.journal.finish(token, "duplicate", outputs, [],
+                                            time.perf_counter() - started, ruleset.version,
+                                            earlier.name)
+                self._file_original(claimed, entry)
+                self._finished(entry, started)
+                return True
+            self.running.append(_Running(claimed, entry, tmp, ruleset.version, started,
+                                         Quoting(claimed, tmp, entry.stem, ruleset, self.limits)))
+            self._write_status()
+            return True
         except Exception as e:  # noqa: BLE001 — a disk or journal error must not lose the file
-            self._give_up(claimed, e)
-            return
-        finally:
-            self.current = None
-        self.log.job(file=name, outcome=entry.status, seconds=time.perf_counter() - started,
+            return self._trouble(claimed, e)
+
+    def _collect(self) -> None:
+        """Finish every quote that is done (or was stopped at a limit)."""
+        for job in list(self.running):
+            result = job.quoting.result()
+            if result is None:
+                continue
+            self.running.remove(job)
+            if result is False:                      # stopped: redone at the next start
+                continue
+            try:
+                self._complete(job, result)
+            except Exception as e:  # noqa: BLE001 — as in _start: the claim is kept
+                self._trouble(job.claimed, e)
+
+    def _complete(self, running: _Running, job) -> None:
+        """Put every output in place and record the outcome — all before the original moves."""
+        if job.status == "blocked":                  # the quote's process met a fault of the machine
+            raise blocked_error(job)
+        entry, tmp = running.entry, running.tmp
+        target = "outbox" if job.ok else "failed"
+        if not job.ok:
+            reason = tmp / f"{entry.stem}{Path(entry.name).suffix}.reason.txt"
+            write_atomic(reason, reason_text(entry.name, job).encode("utf-8"))
+            job.outputs.append(reason)
+        self._remove_earlier_attempts(entry)
+        # Written under temporary names in work/; each appears in place by one rename.
+        for produced in job.outputs:
+            os.replace(produced, self.dirs[target] / Path(produced).name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        entry = self.journal.finish(entry.token, job.status,
+                                    [f"{target}/{Path(p).name}" for p in job.outputs],
+                                    [str(p) for p in job.problems],
+                                    time.perf_counter() - running.started, running.ruleset_version)
+        self._file_original(running.claimed, entry)
+        self._finished(entry, running.started)
+
+    def _finished(self, entry: Entry, started: float) -> None:
+        self.log.job(file=entry.name, outcome=entry.status, seconds=time.perf_counter() - started,
                      ruleset=entry.ruleset, outputs=[Path(o).name for o in entry.outputs],
                      problems=list(entry.problems), stem=entry.stem,
                      note=f"same content as {entry.duplicate_of}" if entry.duplicate_of else "")
+        if self.health.recovered("folder"):
+            self.log.event("recovered", "the folder works again; carrying on")
+            self._show_degraded()
         self._write_status()
 
-    def _answer(self, claimed: Path, entry: Entry, earlier: Entry | None, started: float) -> Entry:
-        """Quote the file (or copy an earlier quote of the same content), put every output
-        in place, and record it in the journal — all before the original is moved."""
-        tmp = claimed.parent / ".out"
-        shutil.rmtree(tmp, ignore_errors=True)     # a half-done attempt before a crash
-        tmp.mkdir()
-        ruleset = self.rules.current
-        outputs = self._copy_earlier(earlier, entry, tmp) if earlier else None
-        status, problems, duplicate_of = "duplicate", [], earlier and earlier.name
-        if outputs is None:
-            job = self._run_job(claimed, tmp, ruleset, entry.stem)
-            status, problems, duplicate_of = job.status, [str(p) for p in job.problems], None
-            target = "outbox" if job.ok else "failed"
-            if not job.ok:
-                reason = tmp / f"{entry.stem}{Path(entry.name).suffix}.reason.txt"
-                reason.write_text(reason_text(entry.name, job), encoding="utf-8")
-                job.outputs.append(reason)
-            # Written under temporary names in work/; each appears in place by one rename.
-            for produced in job.outputs:
-                os.replace(produced, self.dirs[target] / Path(produced).name)
-            outputs = [f"{target}/{Path(p).name}" for p in job.outputs]
-        shutil.rmtree(tmp, ignore_errors=True)
-        return self.journal.finish(entry.token, status, outputs, problems,
-                                   time.perf_counter() - started, ruleset.version, duplicate_of)
-
-    def _run_job(self, claimed: Path, tmp: Path, ruleset, stem: str):
-        from engine.job import Job, run_job
-        try:
-            return run_job(claimed, tmp, ruleset=ruleset, stem=stem)
-        except Exception as e:  # noqa: BLE001 — run_job should not raise; if it does, keep the file
-            job = Job(source=claimed, outdir=tmp, stem=stem, status="failed")
-            job.problems.append(Problem("internal", claimed.name,
-                                        f"internal error while quoting ({type(e).__name__}: {e}).",
-                                        fixer="developer"))
-            return job
+    def _remove_earlier_attempts(self, entry: Entry) -> None:
+        """Outputs an interrupted attempt at this very job left in outbox/ or failed/ (the
+        stem is this job's alone), and a note from a give-up whose file was then redone."""
+        stale = [self.dirs["failed"] / f"{Path(entry.name).stem}-{entry.token}"
+                 f"{Path(entry.name).suffix}.reason.txt"]
+        for folder in ("outbox", "failed"):
+            stale += [p for p in self.dirs[folder].glob(f"{glob.escape(entry.stem)}.*")]
+        for path in stale:
+            path.unlink(missing_ok=True)
 
     def _copy_earlier(self, earlier: Entry, entry: Entry, tmp: Path) -> list[str] | None:
         """The earlier quote's files under this job's stem, plus a note; None if they are gone."""
@@ -317,15 +422,15 @@ class Service:
             copy = tmp / (entry.stem + source.name[len(earlier.stem):])
             try:
                 shutil.copyfile(source, copy)
-            except OSError:
+            except FileNotFoundError:
                 return None        # someone cleared the outbox: quote it afresh instead
             copies.append(copy)
         if not copies:
             return None
         note = tmp / f"{entry.stem}.duplicate.txt"
-        note.write_text(duplicate_text(entry.name, earlier, [c.name for c in copies]),
-                        encoding="utf-8")
+        write_atomic(note, duplicate_text(entry.name, earlier, [c.name for c in copies]).encode())
         copies.append(note)
+        self._remove_earlier_attempts(entry)
         for copy in copies:
             os.replace(copy, self.dirs["outbox"] / copy.name)
         return [f"outbox/{c.name}" for c in copies]
@@ -339,18 +444,80 @@ class Service:
         os.replace(claimed, dest)
         shutil.rmtree(claimed.parent, ignore_errors=True)
 
+    # ---- faults
+
+    def _trouble(self, claimed: Path, error: Exception) -> bool:
+        """A step of one file failed. A fault of the machine keeps the claim for the next try
+        (False); anything else is a bug, and the file goes to failed/ with a note (True)."""
+        if self._fault(error):
+            shutil.rmtree(claimed.parent / ".out", ignore_errors=True)   # give the space back
+            return False
+        self._give_up(claimed, error)
+        return True
+
+    def _fault(self, error: Exception) -> bool:
+        """Degraded, if `error` is a fault of the machine: say it everywhere; True if it was."""
+        text = fault_text(error, self._place(error))
+        if text is None:
+            if self.journal is None:          # the journal cannot be opened: nothing can go on
+                text = f"the journal {self.root / JOURNAL} cannot be opened ({error})"
+            else:
+                return False
+        first = self.health.degraded != text
+        pause = self.health.failed("folder", text)
+        if first:
+            self.log.event("degraded", f"{text}; files wait, trying again by itself",
+                           reason=text)
+            self._show_degraded()
+        else:
+            self.log.event("retry", f"still {text}; next try in {pause:g} s", reason=text)
+        self._write_status(force=True)
+        return True
+
+    def _place(self, error: Exception) -> str | None:
+        """Where a fault is, in the terms of the service folder: `/srv/quotes/outbox`."""
+        if isinstance(error, sqlite3.Error):
+            return f"the journal {self.root / JOURNAL}"
+        path = getattr(error, "filename2", None) or getattr(error, "filename", None)
+        if not path:
+            return None
+        try:
+            inside = Path(os.fsdecode(path)).resolve().relative_to(self.root)
+        except ValueError:
+            return None
+        return str(self.root / inside.parts[0]) if inside.parts else str(self.root)
+
+    def _show_degraded(self) -> None:
+        """SERVICE-DEGRADED.txt while degraded, where people look; gone once work goes on.
+        A small reserve file is given up first, so the note fits on a full disk."""
+        note, reserve = self.root / DEGRADED, self.root / RESERVE
+        try:
+            if self.health.degraded:
+                reserve.unlink(missing_ok=True)
+                write_atomic(note, degraded_text(self.health, self.root).encode("utf-8"))
+            else:
+                note.unlink(missing_ok=True)
+                write_atomic(reserve, bytes(RESERVE_BYTES))
+        except OSError as e:
+            self.log.event("error", f"cannot update {note.name}: {e.strerror}")
+
     def _give_up(self, claimed: Path, error: Exception) -> None:
-        """Last resort for an error in the service itself: the file goes to failed/ with a note,
-        or, if even that fails, stays in work/ to be redone at the next start."""
+        """Last resort for a bug in the service: the file goes to failed/ with a note (written
+        whole or not at all), or, if even that fails, stays in work/ until the next start."""
         name = claimed.name
         self.log.event("error", f"{name}: {type(error).__name__}: {error}", file=name)
+        dest = self.dirs["failed"] / f"{Path(name).stem}-{claimed.parent.name}{Path(name).suffix}"
+        note = dest.parent / f"{dest.name}.reason.txt"
         try:
-            dest = self.dirs["failed"] / f"{Path(name).stem}-{claimed.parent.name}{Path(name).suffix}"
-            (dest.parent / f"{dest.name}.reason.txt").write_text(
+            write_atomic(note, (
                 f"{name} could not be quoted because of an error in the folder service, not in the "
                 f"file ({type(error).__name__}: {error}). Please tell the sizing team; the file is "
-                "kept here and can be dropped into the inbox again.\n", encoding="utf-8")
-            os.replace(claimed, dest)
+                "kept here and can be dropped into the inbox again.\n").encode("utf-8"))
+            try:
+                os.replace(claimed, dest)
+            except OSError:
+                note.unlink(missing_ok=True)          # no note without its file
+                raise
             shutil.rmtree(claimed.parent, ignore_errors=True)
         except Exception:  # noqa: BLE001 — leave it in work/; never retry it in a tight loop
             self._stuck.add(claimed)
@@ -373,8 +540,8 @@ class Service:
         if not force and now - self._status_at < 0.5:
             return
         self._status_at = now
-        state = state or ("stopping" if self.stopping else "running" if self.rules.current
-                          else "waiting for a valid rule set")
+        state = state or ("stopping" if self.stopping else "degraded" if self.health.degraded
+                          else "running" if self.rules.current else "waiting for a valid rule set")
         try:
             folder = collect_status(self.root, self.journal)
             if state == "stopped":            # our own lock is held until the very end
@@ -382,10 +549,28 @@ class Service:
                 state = "running" if folder["watchers"] else state
             write_status(self.root / STATUS, {
                 "service": "sizing watch", "state": state, "pid": os.getpid(),
-                "observer": self.observer_kind, "updated": time.time(),
-                "working_on": self.current, **folder, "ruleset": self.rules.status()})
+                "observer": self.observer_kind, "updated": iso_time(time.time()),
+                "degraded": self.health.status(),
+                "working_on": [job.claimed.name for job in self.running], **folder,
+                "limits": {"seconds": self.limits.seconds, "memory_mb": self.limits.memory_mb},
+                "ruleset": self.rules.status()})
+            self._status_failing = False
         except (OSError, sqlite3.Error) as e:     # the status is a convenience; the work goes on
-            self.log.event("error", f"cannot write {STATUS}: {e}")
+            if not self._status_failing:
+                self.log.event("error", f"cannot write {STATUS}: {e}")
+            self._status_failing = True
+
+
+def degraded_text(health: Health, root: Path) -> str:
+    """SERVICE-DEGRADED.txt: what is wrong, that nothing is lost, and who must do what."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(health.since or time.time()))
+    return (f"The sizing folder service cannot work at the moment: {health.degraded}.\n\n"
+            f"Since {since}. Nothing is lost: files you drop wait in inbox/ (or in work/, if the "
+            "service had already taken them) and are quoted by themselves once this is fixed. "
+            "You do not need to drop them again.\n\n"
+            f"For the operator of {root}: fix the cause above (free some space, make the folder "
+            "writable, release the journal, bring the share back). The service tries again by "
+            f"itself, at least every {MAX_RETRY_PAUSE:g} s, and removes this note when it works again.\n")
 
 
 def _mtime(path: Path) -> float:
@@ -416,39 +601,43 @@ def collect_status(root: Path, journal: Journal | None) -> dict:
     if journal is not None:
         status["done"] = journal.counts()
         status["last_errors"] = [
-            {"file": e.name, "outcome": e.status, "finished": e.finished,
+            {"file": e.name, "outcome": e.status, "finished": iso_time(e.finished),
              "problems": [first_line(p) for p in e.problems[:5]]}
             for e in journal.recent_problems(5)]
     return status
 
 
 def print_status(root: Path) -> int:
-    """`sizing watch DIR --status`: live counts, and the rule-set state from status.json."""
+    """`sizing watch DIR --status`: live counts, and the rule-set and fault state from status.json."""
     root = Path(root)
-    journal = Journal(root / JOURNAL) if (root / JOURNAL).exists() else None
-    live = collect_status(root, journal)
+    try:
+        journal = Journal(root / JOURNAL, readonly=True) if (root / JOURNAL).exists() else None
+        live = collect_status(root, journal)
+    except sqlite3.Error as e:               # locked or damaged: say so, show the rest
+        journal, live = None, collect_status(root, None)
+        print(f"  (cannot read the journal: {e})")
     if journal is not None:
         journal.close()
     saved = read_status(root / STATUS) or {}
     n = live["watchers"]
-    print(f"sizing watch {root}: " + (f"running ({n} watcher{'s' * (n != 1)})" if n else "not running"))
+    degraded = (saved.get("degraded") or {}) if n else {}
+    state = (f"degraded: {degraded['reason']} (since {_clock(degraded['since'])}, next try "
+             f"{_clock(degraded['next_try'])})" if degraded.get("reason") else "running")
+    print(f"sizing watch {root}: " + (f"{state} ({n} watcher{'s' * (n != 1)})" if n else "not running"))
     print(f"  queue: {live['queue']} waiting in inbox, {len(live['in_progress'])} in progress"
           + (f" ({', '.join(live['in_progress'])})" if live["in_progress"] else ""))
-    rules = saved.get("ruleset") or {}
-    if rules:
-        line = f"  rule set: {rules.get('version') or 'none'}"
-        if rules.get("problems"):
-            line += (" — the latest edit is broken; running on this last good set:"
-                     if rules.get("version") else " — no valid rule set yet; files wait:")
-        print(line)
-        for problem in rules.get("problems") or []:
-            print(f"    {first_line(problem)}")
+    for line in describe(saved.get("ruleset") or {}):
+        print(f"  {line}")
     print("  done: " + (", ".join(f"{c} {s}" for s, c in sorted(live["done"].items()))
                         or "nothing yet"))
     if live["last_errors"]:
         print("  last errors:")
     for error in live["last_errors"]:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(error["finished"] or 0))
-        print(f"    {when} {error['file']} ({error['outcome']}): "
+        print(f"    {_clock(error['finished'])} {error['file']} ({error['outcome']}): "
               + (error["problems"][0] if error["problems"] else ""))
     return 0 if n else 1
+
+
+def _clock(iso: str | None) -> str:
+    """2025-03-01T10:12:04+01:00 → 2025-03-01 10:12:04, for the terminal."""
+    return (iso or "?")[:19].replace("T", " ")

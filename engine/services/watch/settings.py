@@ -19,6 +19,10 @@ SETTINGS = {
                        "(for SMB/NFS shares; used automatically when events are unavailable)"),
     "workers": (2, "watcher processes sharing the inbox; more take bursts of files faster "
                    "(each quotes one file at a time on one CPU)"),
+    "time_limit_seconds": (30.0, "longest a quote may take; a file past it goes to failed/ and its "
+                                 "process is replaced"),
+    "memory_limit_mb": (1024, "most memory a quote's process may use; a file past it goes to "
+                              "failed/ and its process is replaced"),
     "rules_dir": (None, "rule folder to load and watch (default: the product's rules/)"),
     "catalogs_dir": (None, "catalog folder to load and watch (default: the product's catalogs/)"),
 }
@@ -34,7 +38,8 @@ def resolve_settings(args) -> dict:
             settings[name] = getattr(args, name)
     problems = [Problem("config.value", f"--{name.replace('_', '-')}", "must be above 0.",
                         fixer="developer")
-                for name in ("quiet_seconds", "rescan_seconds", "workers") if settings[name] <= 0]
+                for name in ("quiet_seconds", "rescan_seconds", "workers", "time_limit_seconds",
+                             "memory_limit_mb") if settings[name] <= 0]
     if problems:
         raise SizingError(problems)
     settings["rules_dir"] = Path(settings["rules_dir"] or RULES_DIR).resolve()
