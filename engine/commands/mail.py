@@ -12,8 +12,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, required=True, metavar="FILE",
                         help="the mail service's TOML file (see docs/mail.md)")
     parser.add_argument("--once", action="store_true", help="check the mailbox once, then exit")
+    parser.add_argument("--status", action="store_true",
+                        help="print what the running service last reported and exit (1 if none runs)")
 
 
 def run(args) -> int:
-    from engine.services.mail.service import run_service
+    from engine.services.mail.service import print_status, run_service
+    if args.status:
+        return print_status(args.config)
     return run_service(args.config, once=args.once)

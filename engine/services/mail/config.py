@@ -46,8 +46,14 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("policy", "max_attachment_mb"): ((int, float), 10, "larger attachments are refused undecoded"),
     ("policy", "max_attachments"): (int, 10, "intake attachments quoted per message"),
     ("policy", "language"): (str, "en", "language of replies that have no intake to follow"),
+    ("policy", "time_limit_seconds"): ((int, float), 30, "longest one attachment may take to quote; "
+                                       "past it the reply says so and the mail is filed as failed"),
+    ("policy", "memory_limit_mb"): ((int, float), 1024, "most memory quoting one attachment may use; "
+                                    "past it the reply says so and the mail is filed as failed"),
     ("service", "state_file"): (str, "mail-state.sqlite3", "processed-state database (relative to this file)"),
     ("service", "work_dir"): (str, "", "where attachments are quoted (default: a private temp folder)"),
+    ("service", "status_file"): (str, "mail-status.json", "what the service is doing, for people and "
+                                 "monitoring (relative to this file)"),
 }
 
 
@@ -86,6 +92,9 @@ class MailConfig:
     language: str
     state_file: Path
     work_dir: Path | None
+    status_file: Path
+    time_limit_seconds: float
+    memory_limit_mb: float
 
 
 def load_config(path: Path, environ: dict | None = None) -> MailConfig:
@@ -166,7 +175,7 @@ def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
             problems.append(where.problem("policy", "allow", f"{entry!r} is neither an address "
                                           "(name@domain) nor a domain (example.com, *.example.com)."))
     for key in ("poll_seconds", "max_message_mb", "max_attachment_mb", "max_attachments",
-                "rate_limit_per_hour"):
+                "rate_limit_per_hour", "time_limit_seconds", "memory_limit_mb"):
         if v["policy", key] <= 0:
             problems.append(where.problem("policy", key, f"{key} must be greater than 0."))
     if len({v["imap", "folder"], v["imap", "processed_folder"], v["imap", "failed_folder"]}) < 3:
@@ -181,8 +190,9 @@ def _build(path: Path, v: dict) -> MailConfig:
                             security=v[section, "security"], user=v[section, "user"],
                             password_env=v[section, "password_env"],
                             ca_file=v[section, "ca_file"], timeout=float(v[section, "timeout_seconds"]))
-    state_file = Path(v["service", "state_file"]).expanduser()
-    work_dir = Path(v["service", "work_dir"]).expanduser() if v["service", "work_dir"] else None
+    def beside_config(value: str) -> Path:
+        given = Path(value).expanduser()
+        return given if given.is_absolute() else path.parent / given
     return MailConfig(
         source=path, imap=server("imap"), smtp=server("smtp"), sender=v["smtp", "from"],
         folder=v["imap", "folder"], processed_folder=v["imap", "processed_folder"],
@@ -193,8 +203,11 @@ def _build(path: Path, v: dict) -> MailConfig:
         max_message_bytes=int(v["policy", "max_message_mb"] * 1_000_000),
         max_attachment_bytes=int(v["policy", "max_attachment_mb"] * 1_000_000),
         max_attachments=v["policy", "max_attachments"], language=v["policy", "language"],
-        state_file=state_file if state_file.is_absolute() else path.parent / state_file,
-        work_dir=(work_dir if work_dir is None or work_dir.is_absolute() else path.parent / work_dir))
+        state_file=beside_config(v["service", "state_file"]),
+        work_dir=beside_config(v["service", "work_dir"]) if v["service", "work_dir"] else None,
+        status_file=beside_config(v["service", "status_file"]),
+        time_limit_seconds=float(v["policy", "time_limit_seconds"]),
+        memory_limit_mb=float(v["policy", "memory_limit_mb"]))
 
 
 def _unknown(section: str, key: str) -> str:

@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 import smtplib
+import socket
+import sqlite3
 import ssl
 import sys
 import tempfile
@@ -15,12 +17,13 @@ import time
 from pathlib import Path
 
 from engine.problems import SizingError
+from engine.services.health import Health, Unavailable, blocked_error, fault_text
 from engine.services.mail.config import MailConfig, ServerConfig, load_config
 from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
                                           might_have_attachment, read_envelope, read_message)
 from engine.services.mail.reply import (Outcome, failure_note, failure_reply, quote_reply,
                                         refusal_reply, template_reply)
-from engine.services.mail.state import Decision, MailState
+from engine.services.mail.state import Decision, MailState, service_running
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,15 @@ MAX_ATTEMPTS = 3          # tries at deciding one message before it is filed as 
 MAX_SEND_REFUSALS = 5     # permanent SMTP refusals of one reply before giving up on it
 HEADER_FETCH = "BODY.PEEK[HEADER]<0.65536>"   # enough to decide; a header flood is cut off
 CONNECTION_ERRORS = (imaplib.IMAP4.abort, OSError)
+# Faults of the machine around a message: the message is tried again later, uncounted.
+NOT_THE_MESSAGE = (*CONNECTION_ERRORS, Unavailable, sqlite3.Error)
+NETWORK_ERRORS = (ConnectionError, TimeoutError, socket.gaierror, ssl.SSLError, imaplib.IMAP4.error)
+LONGEST_PAUSE = 300.0     # between tries while a server is unreachable
+
+
+class SmtpUnavailable(Unavailable):
+    """The SMTP server takes no mail now (unreachable, or 4xx/5xx before any recipient):
+    stored replies wait, and are sent unchanged once it does."""
 
 
 def run_service(config_file: Path, once: bool = False) -> int:
@@ -45,6 +57,9 @@ def run_service(config_file: Path, once: bool = False) -> int:
     state.prune()
     service = MailService(config, state)
     service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
+    if service.rules.current is not None:
+        from engine.job import warm_up
+        warm_up(service.rules.current)     # and warm: each quote runs in a process forked from here
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, service.stop)
     try:
@@ -63,6 +78,33 @@ def run_service(config_file: Path, once: bool = False) -> int:
     return 0
 
 
+def print_status(config_file: Path) -> int:
+    """`sizing mail --config FILE --status`: what the running service last said; exit 1 if none runs."""
+    from engine.services.log import read_status
+    from engine.services.rulekeeper import describe
+    try:
+        config = load_config(config_file)
+    except SizingError as e:
+        for problem in e.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    running = service_running(config.state_file)
+    saved = read_status(config.status_file) or {}
+    degraded = saved.get("degraded") or {}
+    state = (f"degraded: {degraded['reason']} (since {degraded['since']}, next try "
+             f"{degraded['next_try']})" if running and degraded.get("reason")
+             else "running" if running else "not running")
+    print(f"sizing mail {saved.get('mailbox') or config.imap.user}: {state}")
+    replies = saved.get("replies") or {}
+    print(f"  replies: {replies.get('sent', 0)} sent, {replies.get('sending', 0)} waiting to be "
+          f"sent, {replies.get('silent', 0)} requests needing none")
+    for line in describe(saved.get("ruleset") or {}):
+        print(f"  {line}")
+    if saved.get("updated"):
+        print(f"  status of {saved['updated']}")
+    return 0 if running else 1
+
+
 class _Stopped(BaseException):
     """Raised by a stop signal only while the service waits, never in the middle of a message."""
 
@@ -74,28 +116,68 @@ class MailService:
         from engine.paths import CATALOGS_DIR, RULES_DIR
         from engine.services.log import ServiceLog
         from engine.services.rulekeeper import RuleKeeper
+        from engine.services.sandbox import Limits
         self.config, self.state = config, state
         # Same hot reload as the folder service: a broken rule edit keeps the last good set.
         self.rules = RuleKeeper(*(rules_dirs or (RULES_DIR, CATALOGS_DIR)),
                                 ServiceLog(None, service="mail"), settle=0.0)
+        self.limits = Limits(config.time_limit_seconds, config.memory_limit_mb)
         self.quote = quote or self._quote_with_current_rules
+        self.health = Health(longest=LONGEST_PAUSE)
         self.imap = None
         self.stopping = self.waiting = False
 
     def serve(self) -> None:
-        """Poll until stopped; a broken connection is retried with growing pauses, never fatal."""
-        pause = 1.0
+        """Poll until stopped; a server that is down is retried with growing pauses, never fatal."""
         while not self.stopping:
             try:
                 self.poll_once()
-                pause = 1.0
-                self._wait(self._idle_or_sleep)
+                if self.health.degraded:          # replies wait for SMTP: try again soon
+                    pause = min(self.health.pause, self.config.poll_seconds)
+                    self._wait(lambda: time.sleep(pause))
+                else:
+                    self._wait(self._idle_or_sleep)
             except Exception as e:  # noqa: BLE001 — the service outlives any server hiccup
-                log.warning("mailbox check failed (%s: %s); retrying in %.0f s",
-                            type(e).__name__, e, pause)
+                part, text = self._describe(e)
+                pause = self.health.failed(part, text)
+                log.warning("%s; retrying in %.1f s", text, pause)
+                self.write_status()
                 self._disconnect()
                 self._wait(lambda: time.sleep(pause))
-                pause = min(pause * 2, 300.0)
+
+    def write_status(self, state: str | None = None) -> None:
+        """The status file: running or degraded (and why), replies waiting, the rule set."""
+        from engine.services.log import iso_time, write_status
+        c = self.config
+        try:
+            write_status(c.status_file, {
+                "service": "sizing mail", "pid": os.getpid(),
+                "state": state or ("degraded" if self.health.degraded else "running"),
+                "updated": iso_time(time.time()), "degraded": self.health.status(),
+                "mailbox": f"{c.imap.user}@{c.imap.host}:{c.imap.port}/{c.folder}",
+                "replies": self.state.counts(),
+                "limits": {"seconds": self.limits.seconds, "memory_mb": self.limits.memory_mb},
+                "ruleset": self.rules.status()})
+        except (OSError, sqlite3.Error) as e:    # the status is a convenience; the work goes on
+            log.warning("cannot write %s: %s", c.status_file, e)
+
+    def _describe(self, error: Exception) -> tuple[str, str]:
+        """Which part failed ("imap", "smtp", "disk") and what to tell people."""
+        imap = self.config.imap
+        server = f"the IMAP server {imap.host}:{imap.port}"
+        from imapclient.exceptions import LoginError
+        if isinstance(error, SmtpUnavailable):
+            return "smtp", str(error)
+        if isinstance(error, LoginError):
+            return "imap", (f"{server} refused the login for {imap.user} (is the password in "
+                            f"{imap.password_env} right?)")
+        if isinstance(error, NETWORK_ERRORS):
+            if self.imap is None:
+                return "imap", f"cannot reach {server} ({_reason(error)})"
+            return "imap", f"the connection to {server} dropped ({_reason(error)})"
+        if text := fault_text(error, getattr(error, "filename", None) or str(self.config.state_file)):
+            return "disk", text
+        return "imap", f"checking the mailbox failed ({type(error).__name__}: {error})"
 
     def stop(self, *_signal) -> None:
         """Finish the message in hand, then stop (a signal handler: SIGTERM, SIGINT)."""
@@ -104,31 +186,43 @@ class MailService:
             raise _Stopped()
 
     def _quote_with_current_rules(self, source: Path, outdir: Path, stem: str):
-        from engine.job import run_job
+        """run_job in a process of its own, under the time and memory limits."""
+        from engine.services.sandbox import run_limited
         self.rules.poll(force_check=True)      # cheap: compares file sizes and times
-        return run_job(source, outdir, stem=stem, ruleset=self.rules.current)
+        return run_limited(source, outdir, stem, self.rules.current, self.limits)
 
     def poll_once(self) -> int:
-        """Handle every message in the folder not already settled; returns how many were looked at."""
+        """Handle every message in the folder not already settled; returns how many were looked at.
+        If SMTP takes no mail, the pass ends there: stored replies wait for the next one."""
         client = self._connect()
         uidvalidity = client.select_folder(self.config.folder)[b"UIDVALIDITY"]
+        self.health.recovered("imap")
         tried: set[int] = set()
-        # Search again until nothing is new: mail that arrives while we work is announced in
-        # replies to our own commands, and IDLE would not announce it a second time.
-        while todo := sorted(set(client.search("NOT DELETED")) - tried - self.state.skip_uids(
-                self.config.folder, uidvalidity)):
-            tried.update(todo)
-            for start in range(0, len(todo), 50):
-                batch = todo[start:start + 50]
-                meta = self._fetch_meta(client, batch)
-                for uid in batch:
-                    if self.stopping:
-                        return len(tried)
-                    if uid in meta:
-                        self._handle(client, uidvalidity, uid, meta[uid])
+        try:
+            # Search again until nothing is new: mail that arrives while we work is announced in
+            # replies to our own commands, and IDLE would not announce it a second time.
+            while todo := sorted(set(client.search("NOT DELETED")) - tried - self.state.skip_uids(
+                    self.config.folder, uidvalidity)):
+                tried.update(todo)
+                for start in range(0, len(todo), 50):
+                    batch = todo[start:start + 50]
+                    meta = self._fetch_meta(client, batch)
+                    for uid in batch:
+                        if self.stopping:
+                            return len(tried)
+                        if uid in meta:
+                            self._handle(client, uidvalidity, uid, meta[uid])
+        except SmtpUnavailable as e:
+            pause = self.health.failed("smtp", str(e))
+            log.warning("%s; replies wait, next try in %.1f s", e, min(pause, self.config.poll_seconds))
+        else:
+            self.health.recovered("disk")
+        finally:
+            self.write_status()
         return len(tried)
 
     def close(self) -> None:
+        self.write_status("stopped")
         self._disconnect()
         self.state.close()
 
@@ -156,18 +250,25 @@ class MailService:
         folder = self.config.folder
         header = meta.get(b"BODY[HEADER]<0>") or meta.get(b"BODY[HEADER]") or b""
         envelope = read_envelope(header, own_address=self.config.sender)
+        counted = False
         try:
             decision = self.state.decision(envelope.key)
             if decision is None:
+                counted = True
                 if self.state.begin_attempt(folder, uidvalidity, uid) > MAX_ATTEMPTS:
                     self._give_up(envelope, self.state.last_error(folder, uidvalidity, uid))
                 else:
                     self._decide(client, uidvalidity, uid, envelope, meta)
+                counted = False                            # decided: nothing to take back
                 decision = self.state.decision(envelope.key)
                 if decision is None:                       # deferred: stays in the inbox
                     return
             self._finish(client, uidvalidity, uid, envelope, decision)
-        except CONNECTION_ERRORS:
+        except NOT_THE_MESSAGE as e:
+            # Cut short by the machine: that try does not count towards giving up on the message.
+            if counted and (isinstance(e, (*NETWORK_ERRORS, imaplib.IMAP4.abort, Unavailable))
+                            or fault_text(e) is not None):
+                self._refund(folder, uidvalidity, uid)
             raise
         except Exception as e:  # noqa: BLE001 — one bad message must not stop the others
             log.exception("message %s (%s) could not be handled", uid, envelope.key)
@@ -198,6 +299,12 @@ class MailService:
         else:
             reply, folder, reason = self._answer(client, uid, envelope, meta)
             self._plan(envelope, reply, folder, reason)
+
+    def _refund(self, folder: str, uidvalidity: int, uid: int) -> None:
+        try:
+            self.state.refund_attempt(folder, uidvalidity, uid)
+        except sqlite3.Error:
+            pass                     # the state itself is at fault: it is said by serve()
 
     def _give_up(self, envelope: Envelope, error: str) -> None:
         """Tried too often: file it as failed, and tell an allowed sender so if we still can."""
@@ -256,11 +363,16 @@ class MailService:
             source.write_bytes(attachment.data)
             try:
                 job = self.quote(source, folder / "out", source.stem)
-                outcomes.append(Outcome(attachment.name, job.status if job.status in
-                                        ("quoted", "invalid") else "failed", job))
             except Exception as e:  # noqa: BLE001 — reported in the reply, filed as failed
+                if fault_text(e) is not None:
+                    raise                 # a full disk is not the attachment's fault: try later
                 log.exception("quoting %s failed", attachment.name)
                 outcomes.append(Outcome(attachment.name, "failed", detail=type(e).__name__))
+                continue
+            if job.status == "blocked":
+                raise blocked_error(job)
+            outcomes.append(Outcome(attachment.name, job.status if job.status in
+                                    ("quoted", "invalid") else "failed", job))
         return outcomes + [Outcome(r.name, "refused", refusal=r) for r in incoming.refused]
 
     def _template(self, envelope: Envelope, ignored: list[str]):
@@ -302,30 +414,48 @@ class MailService:
                  decision.reason)
 
     def _send(self, decision: Decision) -> Decision | None:
-        """Send the recorded reply (the same bytes and Message-ID on every try)."""
+        """Send the recorded reply (the same bytes and Message-ID on every try). None if it
+        waits for a later pass; raises SmtpUnavailable when the server takes no mail at all."""
+        smtp_server = f"the SMTP server {self.config.smtp.host}:{self.config.smtp.port}"
         try:
             with self._smtp() as smtp:
                 smtp.sendmail(self.config.sender, [decision.recipient], decision.reply)
-        except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as e:
-            if not _permanent(e):
-                log.warning("SMTP deferred the reply to %s: %s", decision.recipient, e)
+        except smtplib.SMTPRecipientsRefused as e:
+            # About this recipient only: the other replies go on.
+            code, message = next(iter(e.recipients.values()))
+            if code < 500:
+                log.warning("%s deferred the reply to %s: %s %s", smtp_server, decision.recipient,
+                            code, _text(message))
                 return None
-            reason = f"reply refused by the SMTP server: {e}"
-            if self.state.send_failed(decision.key, reason) < MAX_SEND_REFUSALS:
-                log.warning("%s; will retry", reason)
-                return None
-            self.state.give_up(decision.key, self.config.failed_folder, reason)
-            return self.state.decision(decision.key)
+            return self._refused(decision, f"{code} {_text(message)}")
+        except smtplib.SMTPDataError as e:
+            if e.smtp_code >= 500:                 # this message, after DATA: too big, say
+                return self._refused(decision, f"{e.smtp_code} {_text(e.smtp_error)}")
+            raise SmtpUnavailable(f"{smtp_server} defers mail ({e.smtp_code} "
+                                  f"{_text(e.smtp_error)})") from None
+        except smtplib.SMTPResponseException as e:
+            # Refused before any recipient (greeting, login, MAIL FROM): the server, not the reply.
+            raise SmtpUnavailable(f"{smtp_server} takes no mail now ({e.smtp_code} "
+                                  f"{_text(e.smtp_error)})") from None
         except (OSError, smtplib.SMTPException) as e:
             # Down, or it broke mid-transaction: try again later with the very same message.
-            log.warning("could not send the reply to %s (%s: %s)", decision.recipient,
-                        type(e).__name__, e)
-            return None
+            raise SmtpUnavailable(f"cannot reach {smtp_server} ({_reason(e)})") from None
+        self.health.recovered("smtp")
         if os.environ.get(CRASH_HOOK) == "unrecorded":
             os._exit(137)
         self.state.mark_sent(decision.key)
         if os.environ.get(CRASH_HOOK) == "1":
             os._exit(137)
+        return self.state.decision(decision.key)
+
+    def _refused(self, decision: Decision, answer: str) -> Decision | None:
+        """A permanent refusal of this reply: tried again on later passes, then given up, the
+        request filed in the failed folder with the server's answer."""
+        reason = f"reply refused by the SMTP server: {answer}"
+        if self.state.send_failed(decision.key, reason) < MAX_SEND_REFUSALS:
+            log.warning("%s (to %s); will retry", reason, decision.recipient)
+            return None
+        self.state.give_up(decision.key, self.config.failed_folder, reason)
         return self.state.decision(decision.key)
 
     def _move(self, client, uid: int, folder: str) -> None:
@@ -349,12 +479,16 @@ class MailService:
         context = _tls_context(c)
         client = IMAPClient(c.host, port=c.port, ssl=c.security == "tls", ssl_context=context,
                             timeout=c.timeout)
-        if c.security == "starttls":
-            client.starttls(context)
-        client.login(c.user, c.password())
-        for folder in (self.config.processed_folder, self.config.failed_folder):
-            if not client.folder_exists(folder):
-                client.create_folder(folder)
+        try:
+            if c.security == "starttls":
+                client.starttls(context)
+            client.login(c.user, c.password())
+            for folder in (self.config.processed_folder, self.config.failed_folder):
+                if not client.folder_exists(folder):
+                    client.create_folder(folder)
+        except BaseException:
+            client.shutdown()                 # a refused login must not leave the socket open
+            raise
         self.imap = client
         return client
 
@@ -405,11 +539,12 @@ class MailService:
         return smtp
 
 
-def _permanent(error: smtplib.SMTPException) -> bool:
-    """5xx is a final no; 4xx means try again later."""
-    if isinstance(error, smtplib.SMTPRecipientsRefused):
-        return all(code >= 500 for code, _ in error.recipients.values())
-    return getattr(error, "smtp_code", 500) >= 500
+def _text(answer) -> str:
+    return answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer)
+
+
+def _reason(error: Exception) -> str:
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def _tls_context(server: ServerConfig) -> ssl.SSLContext | None:

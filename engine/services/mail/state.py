@@ -61,13 +61,10 @@ class MailState:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Two services on one state would both answer the same mail: the second refuses to start.
-        self._lock = open(self.path.with_name(self.path.name + ".lock"), "w")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
+        self._lock = _lock(self.path)
+        if self._lock is None:
             raise SizingError([Problem("state.locked", str(self.path), "another mail service is "
-                                       "running on this state file.", fixer="admin")]) from None
+                                       "running on this state file.", fixer="admin")])
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")   # "reply sent" must survive a power cut
@@ -116,6 +113,10 @@ class MailState:
         self.db.execute("UPDATE replies SET status = 'silent', reply = NULL, folder = ?, reason = ?, "
                         "updated = ? WHERE key = ?", (folder, reason, time.time(), key))
 
+    def counts(self) -> dict[str, int]:
+        """Requests by how far their answer got: sent, sending (waiting to go out), silent."""
+        return dict(self.db.execute("SELECT status, COUNT(*) FROM replies GROUP BY status").fetchall())
+
     def mark_noted(self, key: str) -> None:
         self.db.execute("UPDATE replies SET noted = 1 WHERE key = ?", (key,))
 
@@ -152,6 +153,12 @@ class MailState:
                         (folder, uidvalidity, uid, time.time()))
         return self._slot_row(folder, uidvalidity, uid)[0]
 
+    def refund_attempt(self, folder: str, uidvalidity: int, uid: int) -> None:
+        """The try was cut short by the machine (a dropped connection, a full disk), not by the
+        message: it does not count towards giving up on the message."""
+        self.db.execute("UPDATE slots SET attempts = MAX(0, attempts - 1) WHERE folder = ? AND "
+                        "uidvalidity = ? AND uid = ?", (folder, uidvalidity, uid))
+
     def note_error(self, folder: str, uidvalidity: int, uid: int, reason: str) -> None:
         self.db.execute("UPDATE slots SET reason = ?, updated = ? WHERE folder = ? AND "
                         "uidvalidity = ? AND uid = ?", (reason, time.time(), folder, uidvalidity, uid))
@@ -176,3 +183,25 @@ class MailState:
         cutoff = time.time() - days * 86400
         self.db.execute("DELETE FROM slots WHERE updated < ? AND status != 'deferred'", (cutoff,))
         self.db.execute("DELETE FROM sends WHERE at < ?", (cutoff,))
+
+
+def _lock(path: Path):
+    """The lock file beside the state, held for as long as a service runs; None if taken."""
+    lock = open(path.with_name(path.name + ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
+def service_running(path: Path) -> bool:
+    """Whether a mail service holds this state file now (for `--status`)."""
+    if not Path(path).with_name(Path(path).name + ".lock").exists():
+        return False
+    lock = _lock(Path(path))
+    if lock is None:
+        return True
+    lock.close()
+    return False
