@@ -67,13 +67,30 @@ class Dovecot:
                        check=True)
         os.chmod(self.root, 0o755)
         self.log = open(self.root / "stdout.log", "wb")
-        self.process = subprocess.Popen([binary, "-c", str(self.root / "dovecot.conf"), "-F"],
+        self.binary = binary
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the server (again, after `halt`), on the same port with the same mailboxes."""
+        self.process = subprocess.Popen([self.binary, "-c", str(self.root / "dovecot.conf"), "-F"],
                                         stdout=self.log, stderr=subprocess.STDOUT)
         try:
             wait_for_port(self.port)
         except TimeoutError:
             self.stop()
             raise
+
+    def halt(self) -> None:
+        """Stop the server as an outage would, keeping every mailbox for `resume`."""
+        self.process.terminate()
+        self.process.wait(10)
+        deadline = time.monotonic() + 10         # its helper processes let go of the port
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError:
+                return
+            time.sleep(0.05)
 
     def new_user(self) -> str:
         """A fresh IMAP account, so every test starts with an empty mailbox."""
@@ -113,16 +130,38 @@ def shared_dovecot() -> Dovecot:
 
 
 class SmtpSink:
-    """aiosmtpd on loopback keeping every accepted message (envelope and parsed message)."""
+    """aiosmtpd on loopback keeping every accepted message (envelope and parsed message).
+
+    It can be made to refuse, as real servers do for a while: `refuse_mail` answers MAIL FROM
+    (e.g. "421 4.3.2 try again later": the server takes nothing), `refuse_rcpt` answers RCPT TO
+    per address (e.g. {"bob@example.com": "550 5.1.1 no such user"}); `refusals` counts them.
+    """
 
     def __init__(self):
         from aiosmtpd.controller import Controller
         self.received: list[dict] = []
+        self.refuse_mail: str | None = None
+        self.refuse_rcpt: dict[str, str] = {}
+        self.refusals = 0
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self.port = free_port()
         self.controller = Controller(self, hostname="127.0.0.1", port=self.port)
         self.controller.start()
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.refuse_mail:
+            self.refusals += 1
+            return self.refuse_mail
+        envelope.mail_from = address
+        return "250 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if answer := self.refuse_rcpt.get(address.lower()):
+            self.refusals += 1
+            return answer
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         message = email.message_from_bytes(envelope.content, policy=policy.default)

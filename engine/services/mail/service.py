@@ -423,7 +423,9 @@ class MailService:
         except smtplib.SMTPRecipientsRefused as e:
             # About this recipient only: the other replies go on.
             code, message = next(iter(e.recipients.values()))
-            if code < 500:
+            if code < 500:                         # a later pass tries again; the others go on
+                self.health.failed("smtp", f"{smtp_server} defers replies to {decision.recipient} "
+                                           f"({code} {_text(message)})")
                 log.warning("%s deferred the reply to %s: %s %s", smtp_server, decision.recipient,
                             code, _text(message))
                 return None

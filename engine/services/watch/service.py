@@ -154,6 +154,7 @@ class Service:
         self.log.event("started", f"watching {self.dirs['inbox']} ({self.observer_kind}, quiet "
                                   f"{self.quiet:g} s, rescan {self.settings['rescan_seconds']:g} s)",
                        observer=self.observer_kind)
+        self._show_degraded()          # a note left by an earlier run goes; the reserve is made
         try:
             self.rules.poll(force_check=True)
             if self.parent is None:

@@ -1,0 +1,193 @@
+"""Faults a folder service left running for months meets, injected for real into a running
+`sizing watch`: a disk that fills up, an outbox nobody may write, a journal another program
+holds, workbooks that never finish, and kill -9 at random moments. After each, `check_folder`
+proves nothing was lost, doubled or blamed on the file."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.faults import (FileSizeLimit, SmallDisk, can_mount, check_folder, data_export,
+                            locked_database, read_only)
+from test_watch_service import (check_batch, claims_left, drop, home,  # noqa: F401
+                                make_batch, oracle, product, start, status, valid_yaml,
+                                wait_for)
+
+CHAOS_SEED, CHAOS_ROUNDS = 15, 8
+MOUNTABLE = can_mount()
+
+
+def degraded(root: Path, *words: str):
+    """Wait-for predicate: the service says it is degraded, and why (any of `words`), in its
+    status and in a note in the folder."""
+    def said():
+        state = status(root)
+        reason = (state.get("degraded") or {}).get("reason") or ""
+        note = root / "SERVICE-DEGRADED.txt"
+        return (state.get("state") == "degraded" and any(w in reason for w in words)
+                and note.exists() and reason in note.read_text(encoding="utf-8") and reason)
+    return said
+
+
+def shown_status(root: Path) -> str:
+    return subprocess.run([sys.executable, "-m", "engine", "watch", str(root), "--status"],
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+def idle(root: Path, names) -> bool:
+    """Every file has its outcome in the journal (the log may miss a line after kill -9),
+    nothing waits, and the service says it is running normally."""
+    try:
+        with sqlite3.connect(f"file:{root / '.sizing-journal.sqlite3'}?mode=ro", uri=True) as db:
+            done = {n for n, in db.execute("SELECT name FROM jobs WHERE status != 'working'")}
+    except sqlite3.Error:
+        return False
+    return (set(names) <= done and not claims_left(root) and not os.listdir(root / "inbox")
+            and status(root).get("state") == "running")
+
+
+# ---------------------------------------------------------------- a disk that fills up
+
+@pytest.fixture(params=["tmpfs", "file size limit"])
+def disk(request, tmp_path):
+    """A small real tmpfs where the tests may mount one (root); everywhere, and here too, the
+    kernel's file size limit on the running service — the same failing writes, by other means."""
+    if request.param == "tmpfs" and not MOUNTABLE:
+        pytest.skip("cannot mount a tmpfs here (not root, or a locked container); "
+                    "the file size limit variant covers the same faults")
+    volume = (SmallDisk if request.param == "tmpfs" else FileSizeLimit)(tmp_path / "volume")
+    yield volume
+    volume.close()
+
+
+def test_a_full_disk_makes_files_wait_and_they_go_through_once_it_is_freed(disk, start):
+    root = disk.path / "svc"
+    w = start(root=root)
+    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
+    staging = disk.path / "staging"                        # on the same disk: drops are renames
+    staging.mkdir()
+    names = make_batch(staging, {"xlsx": 6, "yaml": 2})
+    disk.fill(w.proc.pid)
+    for name in names:
+        os.rename(staging / name, root / "inbox" / name)
+
+    reason = wait_for(degraded(root, *disk.words), 60, "the service to say the disk is full", w)
+    assert str(root) in reason
+    assert "degraded: " in shown_status(root)
+    time.sleep(1.5)                                        # retried, still full: nothing is failed
+    assert os.listdir(root / "failed") == []
+    assert len(os.listdir(root / "inbox")) + len(claims_left(root)) + len(os.listdir(root / "archive")) \
+        == len(names)
+
+    disk.free(w.proc.pid)
+    wait_for(lambda: idle(root, names) and not (root / "SERVICE-DEGRADED.txt").exists(), 90,
+             "the files to go through by themselves", w)
+    assert w.stop() == 0
+    assert set(check_folder(root, list(names)).values()) == {"archive"}
+    assert status(root)["degraded"] is None and "degraded" not in shown_status(root)
+
+
+# ---------------------------------------------------------------- folders and journal
+
+def test_an_outbox_nobody_may_write_keeps_the_files_until_it_can_be_written(start, tmp_path):
+    root = tmp_path / "svc"
+    w = start()
+    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
+    names = {f"ro-{n}.yaml": valid_yaml(n) for n in range(3)}
+    with read_only(root / "outbox"):
+        drop(root, names)
+        wait_for(degraded(root, str(root / "outbox")), 60, "the service to name the outbox", w)
+        time.sleep(1.0)
+        assert os.listdir(root / "failed") == [] and os.listdir(root / "archive") == []
+    wait_for(lambda: idle(root, names) and not (root / "SERVICE-DEGRADED.txt").exists(), 60,
+             "the files to go through", w)
+    assert w.stop() == 0
+    assert set(check_folder(root, list(names)).values()) == {"archive"}
+
+
+def test_a_journal_locked_by_another_program_makes_files_wait(start, tmp_path):
+    root = tmp_path / "svc"
+    w = start()
+    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
+    names = {f"locked-{n}.yaml": valid_yaml(n) for n in range(2)}
+    with locked_database(root / ".sizing-journal.sqlite3"):
+        drop(root, names)
+        wait_for(degraded(root, "is locked by another program"), 60, "the locked journal", w)
+        assert "journal" in shown_status(root)
+        assert os.listdir(root / "failed") == [] and os.listdir(root / "archive") == []
+    wait_for(lambda: idle(root, names), 60, "the files to go through", w)
+    assert w.stop() == 0
+    assert set(check_folder(root, list(names)).values()) == {"archive"}
+
+
+# ---------------------------------------------------------------- per-job limits
+
+@pytest.fixture(scope="module")
+def export() -> bytes:
+    return data_export(40_000)     # about 12 s and 500 MB for the reader on an idle machine
+
+
+def test_two_stuck_workbooks_do_not_hold_up_the_file_behind_them(start, tmp_path, export):
+    root = tmp_path / "svc"
+    w = start("--workers", "2", "--time-limit-seconds", "5")
+    wait_for(lambda: status(root).get("watchers") == 2 and status(root).get("state") == "running",
+             60, "two watchers", w)
+    drop(root, {"export-1.xlsx": export, "export-2.xlsx": export})
+    wait_for(lambda: len(status(root).get("in_progress") or []) == 2, 30, "both exports taken", w)
+    dropped = time.monotonic()
+    drop(root, {"normal.yaml": valid_yaml(1)})
+    wait_for(lambda: (root / "archive" / "normal.yaml").exists(), 30, "the normal file", w)
+    waited = time.monotonic() - dropped
+    assert waited < 3.0, f"the normal file waited {waited:.1f} s behind the stuck ones"
+
+    wait_for(lambda: idle(root, ["export-1.xlsx", "export-2.xlsx"]), 60, "the exports to stop", w)
+    assert w.stop() == 0
+    ended = check_folder(root, ["export-1.xlsx", "export-2.xlsx", "normal.yaml"])
+    assert ended == {"export-1.xlsx": "failed", "export-2.xlsx": "failed", "normal.yaml": "archive"}
+    reason = (root / "failed" / "export-1.xlsx.reason.txt").read_text(encoding="utf-8")
+    assert "this workbook took longer than 5 s to read — is it the sizing intake?" in reason
+    assert "not in your file" not in reason                  # said as the file's matter, plainly
+
+
+def test_a_workbook_past_the_memory_limit_fails_plainly_and_the_next_one_flows(start, tmp_path,
+                                                                              export):
+    root = tmp_path / "svc"
+    w = start("--memory-limit-mb", "300")
+    drop(root, {"export.xlsx": export})
+    drop(root, {"after.yaml": valid_yaml(2)})
+    wait_for(lambda: idle(root, ["export.xlsx", "after.yaml"]), 60, "both files", w)
+    assert w.stop() == 0
+    assert check_folder(root, ["export.xlsx", "after.yaml"]) == {"export.xlsx": "failed",
+                                                               "after.yaml": "archive"}
+    reason = (root / "failed" / "export.xlsx.reason.txt").read_text(encoding="utf-8")
+    assert "needed more than 300 MB of memory to read — is it the sizing intake?" in reason
+
+
+# ---------------------------------------------------------------- kill -9, again and again
+
+def test_kill_9_at_random_moments_loses_and_repeats_nothing(start, tmp_path, oracle):
+    rng = random.Random(CHAOS_SEED)
+    root = tmp_path / "svc"
+    mix = {"yaml": 14, "xlsx": 4, "bad-cell": 3, "syntax": 2, "truncated": 1}
+    pool = make_batch(tmp_path, mix)
+    order = list(pool)
+    rng.shuffle(order)
+    per_round = len(order) // CHAOS_ROUNDS
+    for n in range(CHAOS_ROUNDS):
+        w = start(*(["--workers", "2"] if rng.random() < 0.4 else []))
+        batch = order[n * per_round:(n + 1) * per_round]
+        drop(root, {name: (tmp_path / name).read_bytes() for name in batch})
+        time.sleep(rng.uniform(0.2, 2.0))                  # at start-up, mid-quote, mid-filing …
+        w.kill()
+    w = start()
+    wait_for(lambda: idle(root, order), 120, f"the rest (seed {CHAOS_SEED})", w)
+    assert w.stop() == 0
+    check_folder(root, order)
+    check_batch(root, pool, oracle, exactly_once_in_log=False)
