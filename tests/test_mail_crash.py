@@ -29,14 +29,19 @@ def request(msgid: str = "<crash-1@example.com>") -> EmailMessage:
     return msg
 
 
-def sizing_mail(box, *args: str, crash: str | None = None, popen: bool = False):
+def sizing_mail(box, *args: str, crash: str | None = None, popen: bool = False, stderr=None,
+                **env_changes: str):
+    """`sizing mail` on the box's config: run to the end, or started (`popen`), its stderr piped
+    or into the open file `stderr` (for a service that talks for long)."""
     env = dict(os.environ)                                  # the mailbox fixture set the password
     env.pop("SIZING_MAIL_CRASH_AFTER_SEND", None)
     if crash:
         env["SIZING_MAIL_CRASH_AFTER_SEND"] = crash
+    env.update(env_changes)
     command = [*COMMAND, "mail", "--config", str(box.config_path), *args]
     if popen:
-        return subprocess.Popen(command, env=env, cwd=box.dir, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(command, env=env, cwd=box.dir, stderr=stderr or subprocess.PIPE,
+                                text=True)
     return subprocess.run(command, env=env, cwd=box.dir, capture_output=True, text=True, timeout=120)
 
 

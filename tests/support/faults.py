@@ -9,7 +9,6 @@ import io
 import json
 import os
 import resource
-import shutil
 import socket
 import sqlite3
 import subprocess
@@ -17,8 +16,6 @@ import sys
 import threading
 import zipfile
 from pathlib import Path
-
-from support.mailservers import free_port
 
 RESERVE_LEFT = 16 * 1024      # what a "full" disk still has free: less than any quote needs
 
@@ -138,6 +135,7 @@ class Cable:
     (`cut()`), or in the middle of the next large answer (`cut_after(bytes)`)."""
 
     def __init__(self, target_port: int):
+        from support.mailservers import free_port    # late: pytest loads that module as a plugin
         self.target = target_port
         self.port = free_port()
         self._limit: int | None = None
@@ -152,15 +150,18 @@ class Cable:
         self._limit = nbytes
 
     def cut(self) -> None:
+        self.cuts += bool(self._drop_links())
+
+    def close(self) -> None:
+        self._listener.close()
+        self._drop_links()
+
+    def _drop_links(self) -> list:
         with self._lock:
             links, self._links = self._links, []
         for pair in links:
             _close(*pair)
-        self.cuts += bool(links)
-
-    def close(self) -> None:
-        self._listener.close()
-        self.cut()
+        return links
 
     def _accept(self) -> None:
         while True:
@@ -306,7 +307,3 @@ def status_file(path: Path) -> dict:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

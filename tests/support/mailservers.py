@@ -7,6 +7,7 @@ import email
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -73,7 +74,8 @@ class Dovecot:
     def resume(self) -> None:
         """Start the server (again, after `halt`), on the same port with the same mailboxes."""
         self.process = subprocess.Popen([self.binary, "-c", str(self.root / "dovecot.conf"), "-F"],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+                                        stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         try:
             wait_for_port(self.port)
         except TimeoutError:
@@ -81,8 +83,9 @@ class Dovecot:
             raise
 
     def halt(self) -> None:
-        """Stop the server as an outage would, keeping every mailbox for `resume`."""
-        self.process.terminate()
+        """Stop the server as an outage would, keeping every mailbox for `resume`: the whole
+        process group, so the IMAP processes serving open connections go too."""
+        os.killpg(self.process.pid, signal.SIGTERM)
         self.process.wait(10)
         deadline = time.monotonic() + 10         # its helper processes let go of the port
         while time.monotonic() < deadline:
@@ -252,9 +255,11 @@ class Mailbox:
         self.config_path = self.configure()
         self._services = []
 
-    def configure(self, folder: str = "INBOX", idle: bool = False, **policy) -> Path:
+    def configure(self, folder: str = "INBOX", idle: bool = False, imap_port: int | None = None,
+                  **policy) -> Path:
         """(Re)write the service's config; `policy` keys override the [policy] defaults."""
-        return write_config(self.dir / "mail.toml", imap_port=self.dovecot.port, user=self.user,
+        return write_config(self.dir / "mail.toml", imap_port=imap_port or self.dovecot.port,
+                            user=self.user,
                             smtp_port=self.sink.port, state=self.dir / "state.sqlite3",
                             policy=policy, idle=idle, folder=folder)
 

@@ -1,0 +1,216 @@
+"""Outages a mail service left running for months meets, injected for real into a running
+`sizing mail`: Dovecot stopped and started again, a connection cut in the middle of a fetch,
+an SMTP server refusing for a while or refusing one recipient for good, a refused login, and
+an attachment that never finishes quoting. After each, `check_mail` proves every request got
+exactly one reply and was filed once."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+from support.faults import Cable, check_mail, data_export, status_file
+from test_mail_crash import sizing_mail
+from test_mail_service import SEED_YAML, request, text
+
+pytest_plugins = ["support.mailservers"]      # the dovecot, smtp_sink and mailbox fixtures
+
+PDF = b"%PDF-1.4\n" + bytes(range(256)) * 12_000     # 3 MB: a fetch long enough to cut
+
+
+def wait_for(predicate, timeout: float, what: str, service=None):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}"
+                        + (f"\n{_log(service)}" if service else ""))
+        if service is not None and service.poll() is not None:
+            pytest.fail(f"the service exited with {service.returncode}\n{_log(service)}")
+        time.sleep(0.05)
+    return value
+
+
+def _log(service) -> str:
+    return service.log_path.read_text(errors="replace")[-3000:]
+
+
+def serve(box, **env):
+    """A real `sizing mail` process on the box, its stderr in a file beside the config."""
+    log_path = box.dir / f"mail-{time.monotonic_ns()}.err"
+    service = sizing_mail(box, popen=True, stderr=log_path.open("w"), **env)
+    service.log_path = log_path
+    return service
+
+
+def stop(service) -> int:
+    service.send_signal(signal.SIGTERM)
+    try:
+        return service.wait(30)
+    except subprocess.TimeoutExpired:
+        service.kill()
+        raise
+
+
+def said(box) -> dict:
+    return status_file(box.dir / "mail-status.json")
+
+
+def degraded(box, *words: str):
+    def check():
+        reason = (said(box).get("degraded") or {}).get("reason") or ""
+        return said(box).get("state") == "degraded" and all(w in reason for w in words) and reason
+    return check
+
+
+def shown_status(box) -> subprocess.CompletedProcess:
+    return sizing_mail(box, "--status")
+
+
+def replies(box, count: int):
+    return lambda: len(box.sink.received) >= count
+
+
+def asking(n: int, sender: str = "alice@example.com", *attachments):
+    return request(*(attachments or [("seed.yaml", SEED_YAML)]), sender=sender,
+                   msgid=f"<fault-{n}-{time.monotonic_ns()}@example.com>", subject=f"Quote {n}")
+
+
+# ---------------------------------------------------------------- IMAP
+
+@pytest.fixture
+def own_dovecot():
+    """A Dovecot of this test's own, to stop and start without disturbing the others."""
+    from support.mailservers import Dovecot, dovecot_binary   # late: loaded as a plugin first
+    if not dovecot_binary():
+        pytest.skip("dovecot is not installed (apt-get install dovecot-imapd)")
+    server = Dovecot()
+    yield server
+    server.stop()
+
+
+def test_dovecot_stopped_and_started_again_mid_run(own_dovecot, smtp_sink, tmp_path, monkeypatch):
+    from support.mailservers import PASSWORD, Mailbox
+    monkeypatch.setenv("SIZING_IMAP_PASSWORD", PASSWORD)
+    box = Mailbox(own_dovecot, smtp_sink, tmp_path)
+    box.configure(poll_seconds=0.5)
+    sent = [asking(1), asking(2)]
+    for message in sent:
+        box.deliver(message)
+    service = serve(box)
+    try:
+        wait_for(replies(box, 2), 60, "the first replies", service)
+        own_dovecot.halt()
+        reason = wait_for(degraded(box, "IMAP server"), 30, "the outage in the status", service)
+        assert f"127.0.0.1:{own_dovecot.port}" in reason
+        shown = shown_status(box)
+        assert shown.returncode == 0 and "degraded: " in shown.stdout
+        own_dovecot.resume()
+        box.client = own_dovecot.client(box.user)
+        sent.append(asking(3))
+        box.deliver(sent[-1])
+        wait_for(replies(box, 3), 60, "the reply after the restart", service)
+        wait_for(lambda: said(box).get("state") == "running", 30, "the service to recover", service)
+        wait_for(lambda: box.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+    finally:
+        assert stop(service) == 0
+    check_mail(box, sent)
+    box.close()
+
+
+def test_a_connection_cut_in_the_middle_of_a_fetch_still_gets_one_reply(mailbox):
+    cable = Cable(mailbox.dovecot.port)
+    mailbox.configure(poll_seconds=0.5, imap_port=cable.port)
+    sent = [asking(1, "alice@example.com", ("seed.yaml", SEED_YAML), ("brochure.pdf", PDF))]
+    mailbox.deliver(sent[0])
+    cable.cut_after(500_000)                     # well into the 4 MB message body
+    service = serve(mailbox)
+    try:
+        wait_for(replies(mailbox, 1), 60, "the reply", service)
+        wait_for(lambda: mailbox.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+        time.sleep(1.0)                          # a second reply would have gone by now
+    finally:
+        assert stop(service) == 0
+        cable.close()
+    assert cable.cuts == 1 and "dropped" in _log(service)
+    check_mail(mailbox, sent)
+    assert "brochure.pdf" in text(mailbox.sink.received[0]["message"])
+
+
+def test_a_refused_login_is_said_in_the_status(mailbox):
+    mailbox.configure(poll_seconds=0.5)
+    service = serve(mailbox, SIZING_IMAP_PASSWORD="wrong")
+    try:
+        wait_for(degraded(mailbox, "refused the login", mailbox.user, "SIZING_IMAP_PASSWORD"), 30,
+                 "the refused login in the status", service)
+        shown = shown_status(mailbox)
+        assert shown.returncode == 0 and "refused the login" in shown.stdout
+    finally:
+        assert stop(service) == 0
+    assert said(mailbox)["state"] == "stopped" and shown_status(mailbox).returncode == 1
+
+
+# ---------------------------------------------------------------- SMTP
+
+def test_an_smtp_server_refusing_for_a_while_gets_every_reply_once_it_takes_mail(mailbox):
+    mailbox.configure(poll_seconds=0.5)
+    sink = mailbox.sink
+    sink.refuse_mail = "421 4.3.2 Service shutting down, try again later"
+    sent = [asking(1), asking(2, "carol@example.com")]
+    for message in sent:
+        mailbox.deliver(message)
+    service = serve(mailbox)
+    try:
+        wait_for(degraded(mailbox, "SMTP server", "421"), 60, "the refusal in the status", service)
+        wait_for(lambda: sink.refusals >= 3, 30, "retries", service)
+        sink.refuse_mail = None                              # now per recipient, for a while
+        sink.refuse_rcpt = {"alice@example.com": "451 4.7.1 greylisted, try again later",
+                            "carol@example.com": "451 4.7.1 greylisted, try again later"}
+        wait_for(degraded(mailbox, "451"), 30, "the deferral in the status", service)
+        assert sink.received == []
+        sink.refuse_rcpt = {}
+        wait_for(replies(mailbox, 2), 60, "the replies", service)
+        wait_for(lambda: said(mailbox).get("state") == "running", 30, "the recovery", service)
+        wait_for(lambda: mailbox.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+    finally:
+        assert stop(service) == 0
+    check_mail(mailbox, sent)
+
+
+def test_a_recipient_refused_for_good_does_not_block_the_others(mailbox):
+    mailbox.configure(poll_seconds=0.3)
+    mailbox.sink.refuse_rcpt = {"bob@example.com": "550 5.1.1 no such user here"}
+    sent = [asking(1), asking(2, "bob@example.com"), asking(3, "carol@example.com")]
+    for message in sent:
+        mailbox.deliver(message)
+    service = serve(mailbox)
+    try:
+        wait_for(replies(mailbox, 2), 60, "the others' replies", service)
+        assert {r["to"][0] for r in mailbox.sink.received} == {"alice@example.com",
+                                                                "carol@example.com"}
+        wait_for(lambda: mailbox.counts()["INBOX"] == 0, 60, "bob's request to be filed", service)
+    finally:
+        assert stop(service) == 0
+    check_mail(mailbox, sent, refused=(sent[1]["Message-ID"],))
+    note = next(m for m in mailbox.folders()["Failed"] if m["Subject"].startswith("[sizing] failed"))
+    assert "550 5.1.1 no such user here" in note.get_content()
+
+
+# ---------------------------------------------------------------- per-job limits
+
+def test_an_attachment_that_never_finishes_gets_a_polite_reply(mailbox):
+    mailbox.configure(time_limit_seconds=1.5)
+    stuck = asking(1, "alice@example.com", ("export.xlsx", data_export(40_000)))
+    normal = asking(2, "carol@example.com")
+    mailbox.deliver(stuck)
+    mailbox.deliver(normal)
+    mailbox.poll()
+    check_mail(mailbox, [stuck, normal])
+    by_recipient = {r["to"][0]: r["message"] for r in mailbox.sink.received}
+    body = text(by_recipient["alice@example.com"])
+    assert "this workbook took longer than 1.5 s to read — is it the sizing intake?" in body
+    assert any(p.get_filename().endswith(".quote.xlsx")
+               for p in by_recipient["carol@example.com"].iter_attachments())
+    failed = [m["Message-ID"] for m in mailbox.folders()["Failed"]]
+    assert stuck["Message-ID"] in failed and normal["Message-ID"] not in failed
