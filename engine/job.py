@@ -145,9 +145,13 @@ def _write_errors(job: Job) -> list[Path]:
 
 
 def warm_up(ruleset) -> None:
-    """Quote a shipped sample once in this process, so that every import and cache a quote
-    needs is ready in the processes forked from it (engine.services.sandbox)."""
+    """Make every import and cache a quote needs ready in this process, so that the processes
+    forked from it (engine.services.sandbox) start warm: quote a shipped sample workbook once,
+    and have the intake schema of every workload checked."""
     import tempfile
+
+    from engine.intake.validate import prepare
+    prepare(ruleset.catalogs)
     for sample in sorted(SAMPLES_DIR.glob("*.xlsx"))[:1]:
         with tempfile.TemporaryDirectory(prefix="sizing-warm-up-") as tmp:
             run_job(sample, Path(tmp), ruleset=ruleset)

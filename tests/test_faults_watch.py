@@ -17,7 +17,7 @@ import pytest
 from support.faults import (FileSizeLimit, SmallDisk, can_mount, check_folder, data_export,
                             locked_database, read_only)
 from test_watch_service import (check_batch, claims_left, drop, home,  # noqa: F401
-                                make_batch, oracle, product, start, status, valid_yaml,
+                                log_records, make_batch, oracle, product, start, status, valid_yaml,
                                 wait_for)
 
 CHAOS_SEED, CHAOS_ROUNDS = 15, 8
@@ -159,7 +159,7 @@ def test_two_stuck_workbooks_do_not_hold_up_the_file_behind_them(start, tmp_path
 def test_a_workbook_past_the_memory_limit_fails_plainly_and_the_next_one_flows(start, tmp_path,
                                                                               export):
     root = tmp_path / "svc"
-    w = start("--memory-limit-mb", "300")
+    w = start("--memory-limit-mb", "220")
     drop(root, {"export.xlsx": export})
     drop(root, {"after.yaml": valid_yaml(2)})
     wait_for(lambda: idle(root, ["export.xlsx", "after.yaml"]), 60, "both files", w)
@@ -167,7 +167,7 @@ def test_a_workbook_past_the_memory_limit_fails_plainly_and_the_next_one_flows(s
     assert check_folder(root, ["export.xlsx", "after.yaml"]) == {"export.xlsx": "failed",
                                                                "after.yaml": "archive"}
     reason = (root / "failed" / "export.xlsx.reason.txt").read_text(encoding="utf-8")
-    assert "needed more than 300 MB of memory to read — is it the sizing intake?" in reason
+    assert "needed more than 220 MB of memory to read — is it the sizing intake?" in reason
 
 
 # ---------------------------------------------------------------- kill -9, again and again
@@ -187,6 +187,9 @@ def test_kill_9_at_random_moments_loses_and_repeats_nothing(start, tmp_path, ora
         time.sleep(rng.uniform(0.2, 2.0))                  # at start-up, mid-quote, mid-filing …
         w.kill()
     w = start()
+    # Only once this watcher is up: a worker of the last round may still be finishing.
+    wait_for(lambda: any(r.get("event") == "started" and r.get("pid") == w.proc.pid
+                         for r in log_records(root)), 60, "the last watcher", w)
     wait_for(lambda: idle(root, order), 120, f"the rest (seed {CHAOS_SEED})", w)
     assert w.stop() == 0
     check_folder(root, order)

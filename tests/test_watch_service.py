@@ -15,12 +15,14 @@ import time
 import uuid
 import zipfile
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import openpyxl
 import pytest
 
 import engine
+from engine.services.log import first_line
 
 REPO = Path(engine.__file__).resolve().parent.parent
 QUIET = 0.3
@@ -299,6 +301,9 @@ def test_200_files_at_once_all_end_in_archive_or_failed_once(observer, start, tm
     ignored = {r["file"] for r in log_records(root) if r.get("event") == "ignored"}
     assert ignored == set(IGNORED)
     assert status(root)["ruleset"]["files_ok"] is True
+    updated = datetime.fromisoformat(status(root)["updated"])         # ISO 8601, with its offset
+    assert updated.tzinfo is not None and abs(updated.timestamp() - time.time()) < 120
+    assert all(datetime.fromisoformat(e["finished"]) for e in status(root)["last_errors"])
     if observer == "polling":
         assert "PollingObserver" in w.stderr and "InotifyObserver" not in w.stderr
         assert len({r["pid"] for r in jobs(root)}) == 2
@@ -497,6 +502,13 @@ def test_rule_edits_reload_between_jobs_and_a_broken_edit_keeps_the_last_good_se
     assert any(f"compute.yaml:{broken_line}" in p or "compute.yaml:" in p
                for p in rules["problems"]), rules["problems"]
     assert "compute.yaml:" in w.stderr and f"keeping rule set {v2}" in w.stderr
+    # Said where the person who made the edit looks: beside inbox/, in plain words.
+    note = wait_for(lambda: (root / "RULES-BROKEN.txt").is_file()
+                    and (root / "RULES-BROKEN.txt").read_text(encoding="utf-8"), 30, "the note", w)
+    assert "cannot be used" in note and f"last good rule set ({v2})" in note
+    assert any(first_line(p) in note for p in rules["problems"]) and "compute.yaml:" in note
+    checked = datetime.fromisoformat(rules["checked_at"])
+    assert checked.tzinfo is not None and abs(checked.timestamp() - time.time()) < 120
     shown = subprocess.run([sys.executable, "-m", "engine", "watch", str(root), "--status"],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "running on this last good set" in shown.stdout
@@ -511,6 +523,7 @@ def test_rule_edits_reload_between_jobs_and_a_broken_edit_keeps_the_last_good_se
     time.sleep(0.1)
     compute.write_text(good, encoding="utf-8")           # ... then the whole text
     wait_for(lambda: status(root)["ruleset"]["files_ok"], 30, "the repaired rules", w)
+    wait_for(lambda: not (root / "RULES-BROKEN.txt").exists(), 30, "the note to go", w)
     assert status(root)["ruleset"]["version"] == v2      # same files, same version
     assert w.stderr.rstrip().endswith(f"rule set {v2} in use")
     assert w.proc.poll() is None
@@ -525,6 +538,7 @@ def test_without_a_valid_rule_set_files_wait_in_the_inbox(start, home, tmp_path)
     w = start()
     drop(root, {"waiting.yaml": valid_yaml(1)})
     wait_for(lambda: status(root).get("state") == "waiting for a valid rule set", 60, "waiting", w)
+    assert "No quote can be made" in (root / "RULES-BROKEN.txt").read_text(encoding="utf-8")
     time.sleep(4 * QUIET)
     assert os.listdir(root / "inbox") == ["waiting.yaml"] and jobs(root) == []
     editor_save(compute, good)

@@ -1,19 +1,22 @@
-"""Each quote in a process of its own, under a time and a memory limit (folder and mail services alike)."""
+"""Each quote in a worker process of its own, under a time and a memory limit (folder and mail
+services alike): past a limit only that file fails, and its worker is replaced."""
 
 from __future__ import annotations
 
+import gc
 import os
-import pickle
 import select
 import signal
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from engine.problems import Problem
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".xltx")
 PR_SET_PDEATHSIG = 1
+JOBS_PER_WORKER = 500        # then a fresh one: whatever a long run accumulates is let go
 
 
 @dataclass(frozen=True)
@@ -28,35 +31,63 @@ class Limits:
         return f"{gb:g} GB" if gb >= 1 and gb == round(gb, 1) else f"{self.memory_mb:g} MB"
 
 
-class Quoting:
-    """One `run_job` in a forked child: `result()` is None while it runs, then the Job.
+class Sandbox:
+    """Quotes files in forked worker processes, keeping idle workers for the next file.
 
-    Forked, not spawned: the child starts with the service's imports, caches and rule set
-    (which holds compiled formulas and cannot be pickled), in a few milliseconds. Past a
-    limit the child is killed, and only that file fails; the service goes on.
+    Forked, not spawned: a worker starts in milliseconds with the service's imports, caches
+    and rule set (whose compiled formulas cannot be pickled); it then quotes one file after
+    another, its caches warm, until the rule set changes, it has grown, or a limit stops it.
     """
 
-    def __init__(self, source: Path, outdir: Path, stem: str, ruleset, limits: Limits):
-        self.source, self.limits = Path(source), limits
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self._idle: list[_Worker] = []
+
+    def start(self, source: Path, outdir: Path, stem: str, ruleset) -> Quoting:
+        """Begin quoting `source` into `outdir`; poll the Quoting for its Job."""
+        for stale in [w for w in self._idle if w.ruleset is not ruleset]:   # the rules changed
+            self._idle.remove(stale)
+            stale.stop()
+        worker = self._idle.pop() if self._idle else _Worker(ruleset, self.limits)
+        return Quoting(self, worker, Path(source), Path(outdir), stem)
+
+    def run(self, source: Path, outdir: Path, stem: str, ruleset):
+        """`run_job` under the limits, waiting for it (the mail service quotes one at a time)."""
+        return self.start(source, outdir, stem, ruleset).wait()
+
+    def close(self) -> None:
+        for worker in self._idle:
+            worker.stop()
+        self._idle = []
+
+    def _done_with(self, worker: _Worker) -> None:
+        if (worker.jobs < JOBS_PER_WORKER and _resident_mb(worker.pid) < self.limits.memory_mb / 2
+                and len(self._idle) < 4):
+            self._idle.append(worker)
+        else:
+            worker.stop()
+
+
+class Quoting:
+    """One file being quoted: `result()` is None while it runs, then the Job."""
+
+    def __init__(self, sandbox: Sandbox, worker: _Worker, source: Path, outdir: Path, stem: str):
+        self.sandbox, self.worker, self.source = sandbox, worker, source
+        self.limits = sandbox.limits
         self.started = time.monotonic()
         self._job = None
-        self._data = bytearray()
-        read_end, write_end = os.pipe()
-        parent = os.getpid()
-        self.pid = os.fork()
-        if self.pid == 0:                                      # the child never returns
-            os.close(read_end)
-            _child(write_end, parent, Path(source), Path(outdir), stem, ruleset, limits)
-        os.close(write_end)
-        os.set_blocking(read_end, False)
-        self._pipe = read_end
+        worker.requests.send((source, outdir, stem))
 
     @property
     def seconds(self) -> float:
         return time.monotonic() - self.started
 
+    def fileno(self) -> int | None:
+        """Readable (for select) when the result is ready; None once it has been taken."""
+        return self.worker.results.fileno() if self._job is None else None
+
     def result(self):
-        """The Job once done, or a failed Job when a limit was reached or the child died."""
+        """The Job once done, or a failed Job when a limit was reached or the worker died."""
         if self._job is None:
             self._job = self._read() or self._check_limits()
         return self._job
@@ -64,51 +95,37 @@ class Quoting:
     def wait(self):
         """Block until `result()` is there, checking the limits as it runs."""
         while (job := self.result()) is None:
-            select.select([self._pipe], [], [], 0.05)
+            select.select([self.worker.results], [], [], 0.05)
         return job
 
     def stop(self) -> None:
         """Kill it (the service is being interrupted); its file is redone at the next start."""
         if self._job is None:
-            self._kill()
+            self.worker.kill()
             self._job = False
 
     def _read(self):
-        while True:
-            try:
-                chunk = os.read(self._pipe, 1 << 16)
-            except BlockingIOError:
-                return None                                    # more to come
-            if not chunk:
-                break                                          # the child closed its end
-            self._data += chunk
-        os.close(self._pipe)
-        _, wait_status = os.waitpid(self.pid, 0)
-        if self._data:
-            return pickle.loads(bytes(self._data))
-        return self._failed("crashed", "the quoting process stopped unexpectedly "
-                            f"({_how(wait_status)}) while reading this file; please tell the "
-                            "sizing team. The file is kept.", fixer="developer")
+        if not self.worker.results.poll():
+            return None
+        try:
+            job = self.worker.results.recv()
+        except (EOFError, OSError):
+            status = self.worker.kill()
+            return self._failed("crashed", "the quoting process stopped unexpectedly "
+                                f"({_how(status)}) while reading this file; please tell the "
+                                "sizing team. The file is kept.", fixer="developer")
+        self.worker.jobs += 1
+        self.sandbox._done_with(self.worker)
+        return job
 
     def _check_limits(self):
         if self.seconds > self.limits.seconds:
-            self._kill()
+            self.worker.kill()
             return self._failed("limit.time", _over_limit(self.source, self.limits, "time"))
-        if _resident_mb(self.pid) > self.limits.memory_mb:
-            self._kill()
+        if _resident_mb(self.worker.pid) > self.limits.memory_mb:
+            self.worker.kill()
             return self._failed("limit.memory", _over_limit(self.source, self.limits, "memory"))
         return None
-
-    def _kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass                                               # already reaped
-        try:
-            os.close(self._pipe)
-        except OSError:
-            pass
 
     def _failed(self, code: str, message: str, fixer: str = "sales"):
         from engine.job import Job
@@ -118,9 +135,73 @@ class Quoting:
         return job
 
 
-def run_limited(source: Path, outdir: Path, stem: str, ruleset, limits: Limits):
-    """`run_job` under the limits, waiting for it (the mail service quotes one file at a time)."""
-    return Quoting(source, outdir, stem, ruleset, limits).wait()
+class _Worker:
+    """The parent's end of one worker process: requests go in, Jobs come out."""
+
+    def __init__(self, ruleset, limits: Limits):
+        self.ruleset, self.jobs = ruleset, 0
+        request_in, request_out = os.pipe()
+        result_in, result_out = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:                                      # the child never returns
+            _serve(request_in, result_out, parent, ruleset, limits)
+        os.close(request_in)
+        os.close(result_out)
+        self.requests = Connection(request_out, readable=False)
+        self.results = Connection(result_in, writable=False)
+
+    def kill(self) -> int:
+        """Stop it now; returns its wait status."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return self._reap()
+
+    def stop(self) -> None:
+        """An idle worker: closing its requests ends it."""
+        self.requests.close()
+        self._reap()
+
+    def _reap(self) -> int:
+        for end in (self.requests, self.results):
+            end.close()
+        try:
+            return os.waitpid(self.pid, 0)[1]
+        except ChildProcessError:
+            return 0
+
+
+def _serve(request_fd: int, result_fd: int, parent: int, ruleset, limits: Limits) -> None:
+    code = 1
+    try:
+        gc.freeze()          # the inherited objects are never collected here: their pages stay shared
+        _close_inherited(keep={request_fd, result_fd})
+        _die_with(parent)
+        # The service decides when a quote stops: a Ctrl-C or a SIGTERM sent to the whole
+        # process group must not kill a quote half-way and make its file look broken.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _cap_address_space(limits)
+        from engine.job import run_job
+        requests = Connection(request_fd, writable=False)
+        results = Connection(result_fd, readable=False)
+        while True:
+            try:
+                source, outdir, stem = requests.recv()
+            except EOFError:
+                code = 0                                       # the service let this worker go
+                return
+            job = run_job(source, outdir, ruleset=ruleset, stem=stem)
+            if any(p.code == "limit.memory" for p in job.problems):   # hit the address cap
+                job.problems = [Problem("limit.memory", source.name,
+                                        _over_limit(source, limits, "memory"))]
+            # What the services read of a job; the rule set and workbook stay behind.
+            job.ruleset = job.intake = job.results = None
+            results.send(job)
+    finally:
+        os._exit(code)                   # never run the parent's cleanup (or tests) in the child
 
 
 def _over_limit(source: Path, limits: Limits, which: str) -> str:
@@ -132,33 +213,23 @@ def _over_limit(source: Path, limits: Limits, which: str) -> str:
             "— is it the sizing intake?")
 
 
-def _child(pipe: int, parent: int, source: Path, outdir: Path, stem: str, ruleset,
-           limits: Limits) -> None:
-    code = 1
+def _close_inherited(keep: set[int]) -> None:
+    """Other workers' pipes (they must see the end of their own), the watcher's locks and
+    databases: none of it is this worker's to hold."""
     try:
-        _die_with(parent)
-        # The service decides when a quote stops: a Ctrl-C or a SIGTERM sent to the whole
-        # process group must not kill the quote half-way and make its file look broken.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _cap_address_space(limits)
-        from engine.job import run_job
-        job = run_job(source, outdir, ruleset=ruleset, stem=stem)
-        if any(p.code == "limit.memory" for p in job.problems):     # hit the address cap
-            job.problems = [Problem("limit.memory", source.name,
-                                    _over_limit(source, limits, "memory"))]
-        # What the services read of a job; the rule set and workbook stay behind.
-        job.ruleset = job.intake = job.results = None
-        data = pickle.dumps(job)
-        with os.fdopen(pipe, "wb") as out:
-            out.write(data)
-        code = 0
-    finally:
-        os._exit(code)                   # never run the parent's cleanup (or tests) in the child
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 1024)
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _die_with(parent: int) -> None:
-    """Linux: the kernel kills this child if the service dies (even by kill -9)."""
+    """Linux: the kernel kills this worker if the service dies (even by kill -9)."""
     try:
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -116,12 +116,13 @@ class MailService:
         from engine.paths import CATALOGS_DIR, RULES_DIR
         from engine.services.log import ServiceLog
         from engine.services.rulekeeper import RuleKeeper
-        from engine.services.sandbox import Limits
+        from engine.services.sandbox import Limits, Sandbox
         self.config, self.state = config, state
         # Same hot reload as the folder service: a broken rule edit keeps the last good set.
         self.rules = RuleKeeper(*(rules_dirs or (RULES_DIR, CATALOGS_DIR)),
                                 ServiceLog(None, service="mail"), settle=0.0)
         self.limits = Limits(config.time_limit_seconds, config.memory_limit_mb)
+        self.sandbox = Sandbox(self.limits)
         self.quote = quote or self._quote_with_current_rules
         self.health = Health(longest=LONGEST_PAUSE)
         self.imap = None
@@ -186,10 +187,9 @@ class MailService:
             raise _Stopped()
 
     def _quote_with_current_rules(self, source: Path, outdir: Path, stem: str):
-        """run_job in a process of its own, under the time and memory limits."""
-        from engine.services.sandbox import run_limited
+        """run_job in a worker process, under the time and memory limits."""
         self.rules.poll(force_check=True)      # cheap: compares file sizes and times
-        return run_limited(source, outdir, stem, self.rules.current, self.limits)
+        return self.sandbox.run(source, outdir, stem, self.rules.current)
 
     def poll_once(self) -> int:
         """Handle every message in the folder not already settled; returns how many were looked at.
@@ -222,6 +222,7 @@ class MailService:
         return len(tried)
 
     def close(self) -> None:
+        self.sandbox.close()
         self.write_status("stopped")
         self._disconnect()
         self.state.close()

@@ -32,7 +32,7 @@ SCHEMA = (
 ANSWERED = ("quoted", "duplicate")
 # How long a watcher waits for another one's transaction (they last milliseconds). Longer
 # means someone else holds the journal: the service says so and retries later.
-LOCK_WAIT_SECONDS = 5.0
+LOCK_WAIT_SECONDS = 3.0
 
 
 @dataclass(frozen=True)

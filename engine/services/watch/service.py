@@ -7,6 +7,7 @@ import glob
 import logging
 import os
 import queue
+import select
 import shutil
 import signal
 import sqlite3
@@ -27,7 +28,7 @@ from engine.job import warm_up
 from engine.services.health import Health, blocked_error, fault_text
 from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
 from engine.services.rulekeeper import RuleKeeper, describe
-from engine.services.sandbox import Limits, Quoting
+from engine.services.sandbox import Limits, Quoting, Sandbox
 from engine.services.watch.claims import WorkArea, live_owners
 from engine.services.watch.journal import Entry, Journal, file_sha256
 from engine.services.watch.reasons import duplicate_text, reason_text
@@ -122,6 +123,7 @@ class Service:
         self.quiet = float(settings["quiet_seconds"])
         self.tick = max(0.02, min(0.1, self.quiet / 4))
         self.limits = Limits(float(settings["time_limit_seconds"]), float(settings["memory_limit_mb"]))
+        self.sandbox = Sandbox(self.limits)
         self.stopping: str | bool = False      # or why we are stopping
         self.children: list[subprocess.Popen] = []
         self.running: list[_Running] = []
@@ -163,6 +165,7 @@ class Service:
         finally:
             for job in self.running:           # a second Ctrl-C: redone at the next start
                 job.quoting.stop()
+            self.sandbox.close()
             _stop(observer)
             for child in self.children:
                 _wait_child(child)
@@ -212,13 +215,21 @@ class Service:
             self._write_status()
             if self.parent is not None and os.getppid() != self.parent:
                 self.stopping = "the main watcher process is gone"
-            self._wake.wait(self.tick)
-            self._wake.clear()
+            self._sleep()
         self.log.event("stopping", f"{self.stopping}: stopping, no job left half-done")
         while self.running:                    # each is bounded by the time limit
             self._collect()
             self._write_status()
-            time.sleep(self.tick)
+            self._sleep()
+
+    def _sleep(self) -> None:
+        """One tick, cut short by a file event or by a quote that is done."""
+        done = [fd for job in self.running if (fd := job.quoting.fileno()) is not None]
+        if done:
+            select.select(done, [], [], self.tick)
+        else:
+            self._wake.wait(self.tick)
+        self._wake.clear()
 
     def _open_journal(self) -> bool:
         if self.journal is None:
@@ -351,7 +362,7 @@ class Service:
                 self._finished(entry, started)
                 return True
             self.running.append(_Running(claimed, entry, tmp, ruleset.version, started,
-                                         Quoting(claimed, tmp, entry.stem, ruleset, self.limits)))
+                                         self.sandbox.start(claimed, tmp, entry.stem, ruleset)))
             self._write_status()
             return True
         except Exception as e:  # noqa: BLE001 — a disk or journal error must not lose the file
