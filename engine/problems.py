@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,3 +33,10 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def report(error: SizingError) -> int:
+    """A command that cannot start: every problem on stderr, one a line; exit status 2."""
+    for problem in error.problems:
+        print(problem, file=sys.stderr)
+    return 2

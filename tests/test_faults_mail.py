@@ -64,6 +64,12 @@ def degraded(box, *words: str):
     return check
 
 
+def settled(box, service) -> None:
+    """The service says it runs normally again, and the inbox is empty."""
+    wait_for(lambda: said(box).get("state") == "running", 30, "the service to recover", service)
+    wait_for(lambda: box.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+
+
 def shown_status(box) -> subprocess.CompletedProcess:
     return sizing_mail(box, "--status")
 
@@ -111,8 +117,7 @@ def test_dovecot_stopped_and_started_again_mid_run(own_dovecot, smtp_sink, tmp_p
         sent.append(asking(3))
         box.deliver(sent[-1])
         wait_for(replies(box, 3), 60, "the reply after the restart", service)
-        wait_for(lambda: said(box).get("state") == "running", 30, "the service to recover", service)
-        wait_for(lambda: box.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+        settled(box, service)
     finally:
         assert stop(service) == 0
     check_mail(box, sent)
@@ -171,8 +176,7 @@ def test_an_smtp_server_refusing_for_a_while_gets_every_reply_once_it_takes_mail
         assert sink.received == []
         sink.refuse_rcpt = {}
         wait_for(replies(mailbox, 2), 60, "the replies", service)
-        wait_for(lambda: said(mailbox).get("state") == "running", 30, "the recovery", service)
-        wait_for(lambda: mailbox.counts()["INBOX"] == 0, 30, "the inbox to empty", service)
+        settled(mailbox, service)
     finally:
         assert stop(service) == 0
     check_mail(mailbox, sent)

@@ -36,6 +36,13 @@ def degraded(root: Path, *words: str):
     return said
 
 
+def running(start, root: Path, *args: str):
+    """A watcher on `root`, once it says it is running."""
+    w = start(*args, root=root)
+    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
+    return w
+
+
 def shown_status(root: Path) -> str:
     return subprocess.run([sys.executable, "-m", "engine", "watch", str(root), "--status"],
                           capture_output=True, text=True, timeout=60).stdout
@@ -69,8 +76,7 @@ def disk(request, tmp_path):
 
 def test_a_full_disk_makes_files_wait_and_they_go_through_once_it_is_freed(disk, start):
     root = disk.path / "svc"
-    w = start(root=root)
-    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
+    w = running(start, root)
     staging = disk.path / "staging"                        # on the same disk: drops are renames
     staging.mkdir()
     names = make_batch(staging, {"xlsx": 6, "yaml": 2})
@@ -96,33 +102,30 @@ def test_a_full_disk_makes_files_wait_and_they_go_through_once_it_is_freed(disk,
 
 # ---------------------------------------------------------------- folders and journal
 
-def test_an_outbox_nobody_may_write_keeps_the_files_until_it_can_be_written(start, tmp_path):
+# Each: the fault (given the service folder), and what the service must call it.
+FOLDER_FAULTS = {
+    "an outbox nobody may write": (lambda root: read_only(root / "outbox"),
+                                   lambda root: str(root / "outbox")),
+    "a journal locked by another program": (
+        lambda root: locked_database(root / ".sizing-journal.sqlite3"),
+        lambda root: f"the journal {root / '.sizing-journal.sqlite3'} is locked by another program"),
+}
+
+
+@pytest.mark.parametrize("fault", FOLDER_FAULTS)
+def test_files_wait_out_a_folder_fault_and_go_through_once_it_is_fixed(fault, start, tmp_path):
     root = tmp_path / "svc"
-    w = start()
-    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
-    names = {f"ro-{n}.yaml": valid_yaml(n) for n in range(3)}
-    with read_only(root / "outbox"):
+    w = running(start, root)
+    inject, words = FOLDER_FAULTS[fault]
+    names = {f"wait-{n}.yaml": valid_yaml(n) for n in range(3)}
+    with inject(root):
         drop(root, names)
-        wait_for(degraded(root, str(root / "outbox")), 60, "the service to name the outbox", w)
-        time.sleep(1.0)
+        wait_for(degraded(root, words(root)), 60, f"the service to name {fault}", w)
+        assert words(root) in shown_status(root)
+        time.sleep(1.0)                                    # retried, still at fault
         assert os.listdir(root / "failed") == [] and os.listdir(root / "archive") == []
     wait_for(lambda: idle(root, names) and not (root / "SERVICE-DEGRADED.txt").exists(), 60,
              "the files to go through", w)
-    assert w.stop() == 0
-    assert set(check_folder(root, list(names)).values()) == {"archive"}
-
-
-def test_a_journal_locked_by_another_program_makes_files_wait(start, tmp_path):
-    root = tmp_path / "svc"
-    w = start()
-    wait_for(lambda: status(root).get("state") == "running", 60, "the watcher", w)
-    names = {f"locked-{n}.yaml": valid_yaml(n) for n in range(2)}
-    with locked_database(root / ".sizing-journal.sqlite3"):
-        drop(root, names)
-        wait_for(degraded(root, "is locked by another program"), 60, "the locked journal", w)
-        assert "journal" in shown_status(root)
-        assert os.listdir(root / "failed") == [] and os.listdir(root / "archive") == []
-    wait_for(lambda: idle(root, names), 60, "the files to go through", w)
     assert w.stop() == 0
     assert set(check_folder(root, list(names)).values()) == {"archive"}
 

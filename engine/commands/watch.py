@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from engine.problems import SizingError
+from engine.problems import SizingError, report
 from engine.services.watch.settings import SETTINGS, resolve_settings
 
 HELP = "folder service: DIR/inbox in; outbox, archive, failed out"
@@ -35,9 +34,7 @@ def run(args) -> int:
     try:
         settings = resolve_settings(args)
     except SizingError as e:
-        for p in e.problems:
-            print(p, file=sys.stderr)
-        return 2
+        return report(e)
     from engine.services.watch.service import Service, print_status
     if args.status:
         return print_status(Path(args.dir))

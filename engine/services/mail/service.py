@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.problems import SizingError
+from engine.problems import SizingError, report
 from engine.services.health import Health, Unavailable, blocked_error, fault_text
 from engine.services.mail.config import MailConfig, ServerConfig, load_config
 from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
@@ -51,9 +51,7 @@ def run_service(config_file: Path, once: bool = False) -> int:
         config = load_config(config_file)
         state = MailState(config.state_file)
     except SizingError as e:
-        for problem in e.problems:
-            print(problem, file=sys.stderr)
-        return 2
+        return report(e)
     state.prune()
     service = MailService(config, state)
     service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
@@ -85,9 +83,7 @@ def print_status(config_file: Path) -> int:
     try:
         config = load_config(config_file)
     except SizingError as e:
-        for problem in e.problems:
-            print(problem, file=sys.stderr)
-        return 2
+        return report(e)
     running = service_running(config.state_file)
     saved = read_status(config.status_file) or {}
     degraded = saved.get("degraded") or {}
