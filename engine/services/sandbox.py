@@ -143,7 +143,12 @@ class _Worker:
         request_in, request_out = os.pipe()
         result_in, result_out = os.pipe()
         parent = os.getpid()
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:                  # out of processes or memory: the caller says so
+            for fd in (request_in, request_out, result_in, result_out):
+                os.close(fd)
+            raise
         if self.pid == 0:                                      # the child never returns
             _serve(request_in, result_out, parent, ruleset, limits)
         os.close(request_in)

@@ -172,7 +172,9 @@ class MailService:
             if self.imap is None:
                 return "imap", f"cannot reach {server} ({_reason(error)})"
             return "imap", f"the connection to {server} dropped ({_reason(error)})"
-        if text := fault_text(error, getattr(error, "filename", None) or str(self.config.state_file)):
+        where = (f"the mail state {self.config.state_file}" if isinstance(error, sqlite3.Error)
+                 else getattr(error, "filename", None))
+        if text := fault_text(error, where):
             return "disk", text
         return "imap", f"checking the mailbox failed ({type(error).__name__}: {error})"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import glob
 import logging
 import os
 import queue
@@ -24,7 +23,7 @@ from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
 from engine.files import write_atomic
-from engine.job import warm_up
+from engine.job import FORMATS, warm_up
 from engine.services.health import Health, blocked_error, fault_text
 from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
 from engine.services.rulekeeper import RuleKeeper, describe
@@ -36,6 +35,7 @@ from engine.services.watch.settle import SettleTracker, ignored_reason
 
 FOLDERS = ("inbox", "outbox", "archive", "failed", "work")
 JOURNAL, LOG, STATUS = ".sizing-journal.sqlite3", ".sizing-log.jsonl", "status.json"
+OUTBOX_ENDINGS = (*(f".quote.{fmt}" for fmt in FORMATS), ".duplicate.txt")   # one job's outputs
 RULES_BROKEN, DEGRADED = "RULES-BROKEN.txt", "SERVICE-DEGRADED.txt"   # notes beside inbox/
 RESERVE, RESERVE_BYTES = ".sizing-reserve", 64 * 1024   # given up so a note fits on a full disk
 MAX_RETRY_PAUSE = 30.0     # longest wait between tries while the machine is at fault
@@ -417,10 +417,12 @@ class Service:
     def _remove_earlier_attempts(self, entry: Entry) -> None:
         """Outputs an interrupted attempt at this very job left in outbox/ or failed/ (the
         stem is this job's alone), and a note from a give-up whose file was then redone."""
-        stale = [self.dirs["failed"] / f"{Path(entry.name).stem}-{entry.token}"
-                 f"{Path(entry.name).suffix}.reason.txt"]
-        for folder in ("outbox", "failed"):
-            stale += [p for p in self.dirs[folder].glob(f"{glob.escape(entry.stem)}.*")]
+        name, stem = Path(entry.name), entry.stem
+        # Named one by one: `a.*` would also take `a.b.quote.json`, another file's quote.
+        stale = [self.dirs["outbox"] / f"{stem}{end}" for end in OUTBOX_ENDINGS]
+        stale += [self.dirs["failed"] / f"{stem}.errors.xlsx",
+                  self.dirs["failed"] / f"{stem}{name.suffix}.reason.txt",
+                  self.dirs["failed"] / f"{name.stem}-{entry.token}{name.suffix}.reason.txt"]
         for path in stale:
             path.unlink(missing_ok=True)
 
