@@ -57,7 +57,10 @@ def run_service(config_file: Path, once: bool = False) -> int:
     service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
     if service.rules.current is not None:
         from engine.job import warm_up
-        warm_up(service.rules.current)     # and warm: each quote runs in a process forked from here
+        try:
+            warm_up(service.rules.current)  # and warm: each quote runs in a process forked from here
+        except Exception as e:  # noqa: BLE001 — only speed is at stake (a full /tmp, say)
+            log.warning("warm-up quote failed (%s: %s)", type(e).__name__, e)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, service.stop)
     try:
