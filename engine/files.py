@@ -11,10 +11,13 @@ from pathlib import Path
 NEW_FILE_MODE = 0o666
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write beside the target under a dot-name, then rename: watchers never see half a file."""
+def write_atomic(path: Path, data: bytes, mode: int = NEW_FILE_MODE) -> None:
+    """Write beside the target under a dot-name, then rename: watchers never see half a file.
+
+    `mode` is what is asked for; the umask takes its share as for any new file.
+    """
     path = Path(path)
-    fd, tmp = _create_beside(path)
+    fd, tmp = _create_beside(path, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -23,7 +26,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _create_beside(path: Path) -> tuple[int, Path]:
+def _create_beside(path: Path, mode: int) -> tuple[int, Path]:
     """A new, exclusively created temporary file next to `path`.
 
     Not tempfile.mkstemp: it forces -rw------- whatever the umask, and changing the
@@ -33,6 +36,6 @@ def _create_beside(path: Path) -> tuple[int, Path]:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                           NEW_FILE_MODE), tmp
+                           mode), tmp
         except FileExistsError:
             continue

@@ -14,6 +14,7 @@ from typing import Any
 from engine.calc.catalogs import Catalogs, load_catalogs
 from engine.calc.formula import IF_NAME, Formula, FormulaError, compile_formula
 from engine.calc.functions import FunctionSpec, build_functions
+from engine.calc.rulecache import cached_ruleset
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
 from engine.contract import EXTRA_INPUT_TYPES, INPUT_TYPES
 from engine.paths import CATALOGS_DIR, LANGUAGES, RULES_DIR
@@ -431,9 +432,10 @@ _lock = threading.Lock()
 
 
 def current_ruleset() -> RuleSet:
-    """The rule set from the default folders, loaded once per process."""
+    """The rule set from the default folders, loaded once per process (and kept between
+    processes while the files stay the same: engine.calc.rulecache)."""
     global _current
     with _lock:
         if _current is None:
-            _current = load_ruleset()
+            _current = cached_ruleset(load_ruleset, RULES_DIR, CATALOGS_DIR)
         return _current
