@@ -6,17 +6,33 @@ import argparse
 from pathlib import Path
 
 HELP = "check or test rule and catalog files"
+EXAMPLES = (("sizing rules check", "lint the product's rules/ and catalogs/ after an edit"),
+            ("sizing rules test /srv/sizing", "run the examples of a folder holding rules/ and catalogs/"),
+            ("sizing rules doc", "the formula functions rule authors may use"))
+EXIT = "0 all good; 1 a problem (each as file:line: message) or a failing example."
+DIR_HELP = "folder holding rules/ and catalogs/, or a rules folder with catalogs/ beside it (default: the product's own)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from engine.commands import help_page
     actions = parser.add_subparsers(title="rules commands", metavar="ACTION")
-    p = actions.add_parser("check", help="lint rules and catalogs (exit 1 on problems)")
-    p.add_argument("dir", nargs="?", type=Path, default=None, help="folder holding rules/ and catalogs/")
+    p = actions.add_parser("check", **help_page(
+        "lint rules and catalogs",
+        (("sizing rules check", "the product's rules/ and catalogs/"),
+         ("sizing rules check /srv/sizing", "a deployment's own copy")),
+        "0 no problem; 1 problems, each as file:line: message."))
+    p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
     p.set_defaults(run=run_check)
-    p = actions.add_parser("test", help="run the examples written inside the rule files")
-    p.add_argument("dir", nargs="?", type=Path, default=None, help="folder holding rules/ and catalogs/")
+    p = actions.add_parser("test", **help_page(
+        "run the examples written inside the rule files",
+        (("sizing rules test", "every `examples:` entry of the product's rule files"),
+         ("sizing rules test /srv/sizing", "those of a deployment's own copy")),
+        "0 every example holds; 1 a failing example or a broken rule file."))
+    p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
     p.set_defaults(run=run_test)
-    p = actions.add_parser("doc", help="print the reference of formula functions")
+    p = actions.add_parser("doc", **help_page(
+        "print the reference of formula functions",
+        (("sizing rules doc > docs/functions.md", "the reference page, as Markdown"),), "0."))
     p.set_defaults(run=run_doc)
 
 
