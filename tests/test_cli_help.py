@@ -119,3 +119,25 @@ def test_validate_into_head_ends_quietly():
                           capture_output=True, text=True, cwd=ROOT, timeout=180)
     assert len(proc.stdout.splitlines()) == 2 and proc.returncode in (0, BROKEN_PIPE)
     assert proc.stderr == ""
+
+
+# -- set-up scripts: a second run does no work, and every script says what it is doing -----------
+
+def test_a_second_setup_does_not_reinstall_and_says_so():
+    venv = ROOT / ".venv"
+    if not (venv / ".installed").is_file():
+        pytest.skip(".venv was not made by scripts/setup-venv")
+    log = venv / "install.log"
+    before = log.stat().st_mtime_ns if log.exists() else None
+    proc = subprocess.run([str(ROOT / "scripts" / "setup-venv"), "test"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "setup-venv: .venv is up to date (delete .venv/.installed to reinstall)."
+    assert (log.stat().st_mtime_ns if log.exists() else None) == before      # pip never ran
+
+
+@pytest.mark.parametrize("script", ["demo", "setup-venv", "system-packages", "test"])
+def test_every_setup_script_announces_its_steps(script):
+    text = (ROOT / "scripts" / script).read_text(encoding="utf-8")
+    assert text.startswith("#!/usr/bin/env bash\n# ")               # what it is for, at the top
+    assert re.search(r'(say|echo) "[^"]*…', text), f"scripts/{script} works in silence"
