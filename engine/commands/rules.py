@@ -16,20 +16,16 @@ DIR_HELP = "folder holding rules/ and catalogs/, or a rules folder with catalogs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from engine.commands import help_page
     actions = parser.add_subparsers(title="rules commands", metavar="ACTION")
-    p = actions.add_parser("check", **help_page(
-        "lint rules and catalogs",
-        (("sizing rules check", "the product's rules/ and catalogs/"),
-         ("sizing rules check /srv/sizing", "a deployment's own copy")),
-        "0 no problem; 1 problems, each as file:line: message."))
-    p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
-    p.set_defaults(run=run_check)
-    p = actions.add_parser("test", **help_page(
-        "run the examples written inside the rule files",
-        (("sizing rules test", "every `examples:` entry of the product's rule files"),
-         ("sizing rules test /srv/sizing", "those of a deployment's own copy")),
-        "0 every example holds; 1 a failing example or a broken rule file."))
-    p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
-    p.set_defaults(run=run_test)
+    for name, summary, what, own, exit_status, run in (
+            ("check", "lint rules and catalogs", "the product's rules/ and catalogs/", "a deployment's own copy",
+             "0 no problem; 1 problems, each as file:line: message.", run_check),
+            ("test", "run the examples written inside the rule files",
+             "every `examples:` entry of the product's rule files", "those of a deployment's own copy",
+             "0 every example holds; 1 a failing example or a broken rule file.", run_test)):
+        p = actions.add_parser(name, **help_page(
+            summary, ((f"sizing rules {name}", what), (f"sizing rules {name} /srv/sizing", own)), exit_status))
+        p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
+        p.set_defaults(run=run)
     p = actions.add_parser("doc", **help_page(
         "print the reference of formula functions",
         (("sizing rules doc > docs/functions.md", "the reference page, as Markdown"),), "0."))
