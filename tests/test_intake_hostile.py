@@ -149,6 +149,11 @@ def docx_like_zip(tmp: Path) -> Path:
     return path
 
 
+def no_content_types(tmp: Path) -> Path:
+    return rezip(filled(tmp, BASE), tmp / "parts-missing.xlsx",
+                 lambda name, body: None if name == "[Content_Types].xml" else body)
+
+
 def too_big(tmp: Path) -> Path:
     path = tmp / "huge.xlsx"
     with open(path, "wb") as f:
@@ -174,9 +179,12 @@ HOSTILE = [
     (docx_like_zip, "file.not_xlsx", "zip archive"),
     (too_big, "file.too_big", "limit"),
 ]
+# Also for the reader alone (HOSTILE is shared with the watch service's 200-file batch).
+READER_ONLY = [(no_content_types, "file.corrupt", "damaged")]
 
 
-@pytest.mark.parametrize("build, code, words", HOSTILE, ids=[h[0].__name__ for h in HOSTILE])
+@pytest.mark.parametrize("build, code, words", HOSTILE + READER_ONLY,
+                         ids=[h[0].__name__ for h in HOSTILE + READER_ONLY])
 def test_hostile_file_gets_one_clear_sentence(tmp_path, build, code, words):
     path = build(tmp_path)
     with pytest.raises(SizingError) as caught:

@@ -96,7 +96,7 @@ def _check_container(data: bytes, name: str, form: Form) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
             names = {p.filename.lower() for p in parts}
-            types = _part(archive, "[content_types].xml", too_big)
+            types = _part(archive, "[content_types].xml", too_big) or b""
             book = _part(archive, "xl/workbook.xml", too_big)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, RuntimeError,
             NotImplementedError):      # RuntimeError: an encrypted entry; NotImplementedError: odd compression
