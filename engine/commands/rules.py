@@ -51,8 +51,11 @@ def run_check(args) -> int:
     ruleset = load_or_report(args.dir)
     if ruleset is None:
         return 1
-    print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.catalogs.gpus)} GPUs, "
-          f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version})")
+    for p in ruleset.lint:
+        print(f"{p.where}: warning: {p.message}")
+    warned = f", {len(ruleset.lint)} warning{'s' * (len(ruleset.lint) != 1)} above" if ruleset.lint else ""
+    print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.tables)} tables, {len(ruleset.catalogs.gpus)} GPUs, "
+          f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version}){warned}")
     return 0
 
 
