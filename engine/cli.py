@@ -1,13 +1,13 @@
-"""The `sizing` command: template, quote, watch, mail, rules check/test, sweep, validate."""
+"""The `sizing` command: template, quote, explain, watch, mail, rules check/test/diff/doc, sweep, validate."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from engine.commands import mail, quote, rules, sweep, template, validate, watch
+from engine.commands import explain, mail, quote, rules, sweep, template, validate, watch
 
-COMMANDS = (("template", template), ("quote", quote), ("watch", watch), ("mail", mail),
+COMMANDS = (("template", template), ("quote", quote), ("explain", explain), ("watch", watch), ("mail", mail),
             ("rules", rules), ("sweep", sweep), ("validate", validate))
 
 
