@@ -49,10 +49,12 @@ def _traced(ruleset, values: dict, scope: dict, pinned: set[str], wanted, reads:
             if rule.when is not None and not _run(rule, rule.when, scope):
                 scope[rule.name] = MISSING[rule.type]
                 continue
-            reads.clear()
+            if reads:
+                reads.clear()
             value = _run(rule, rule.formula, scope)
             formula, inputs = rule.formula.text, {n: _native(scope[n]) for n in sorted(rule.formula.names)}
-            sources = tuple({(s.what, s.where): s for s in reads}.values())
+            if reads:
+                sources = tuple(dict.fromkeys(reads))
         scope[rule.name] = value
         value = _native(value)
         if is_given(value):

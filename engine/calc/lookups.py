@@ -61,6 +61,7 @@ class Lookups:
 
     def __init__(self, catalogs, tables: dict | None = None):
         self.catalogs, self.tables = catalogs, tables or {}
+        self._sources: dict[tuple, Source] = {}
 
     def _id(self, catalog: str, key: Any) -> str | None:
         table = self.catalogs.table(catalog)
@@ -75,9 +76,18 @@ class Lookups:
         value = _dig(self.catalogs.table(catalog)[eid], path) if eid else None
         reads = READS.get()
         if reads is not None and eid:
-            reads.append(Source(f"{catalog} {eid} {path}", value,
-                                self.catalogs.field_where(catalog, eid, path)))
+            reads.append(self._source(catalog, eid, path, value))
         return value
+
+    def _source(self, catalog: str, eid: str, path: str, value: Any) -> Source:
+        """The record of one catalog read; made once per field (the catalogs do not change under it)."""
+        key = (catalog, eid, path)
+        source = self._sources.get(key)
+        if source is None:
+            shown = value if value is None or isinstance(value, (str, int, float)) else str(value)
+            source = self._sources[key] = Source(f"{catalog} {eid} {path}", shown,
+                                                 self.catalogs.field_where(catalog, eid, path))
+        return source
 
     def _number(self, catalog: str, key: Any, path: str) -> float:
         value = self._field(catalog, key, path)
@@ -151,7 +161,8 @@ class Lookups:
             raise FormulaError("lookup.unknown", f"there is no speedup table `{table}` in catalogs/scaling.yaml.")
         reads = READS.get()
         if reads is not None:
-            reads.append(Source(f"speedup table {table}", spec["points"],
+            points = ", ".join(f"{n} GPUs {s:g}×" for n, s in spec["points"].items())
+            reads.append(Source(f"speedup table {table}", points,
                                 self.catalogs.where.get(("speedup_tables", table), "catalogs/scaling.yaml")))
         xs = np.array(list(spec["points"]), dtype=float)
         ys = np.array(list(spec["points"].values()), dtype=float)
@@ -176,6 +187,8 @@ class Lookups:
         return _combinations(values, one, "number")
 
     def _pairwise(self, a, b, one, kind):
+        if not is_array(a) and not is_array(b):
+            return one(a, b)
         return _combinations((a, b), one, kind)
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Source:
-    """A value a formula looked up: a catalog field or a table row, and the file:line it sits on."""
+class Source(NamedTuple):
+    """A value a formula looked up: a catalog field or a table row, and the file:line it sits on.
+
+    A tuple, not a dataclass: one is recorded per look-up of a traced quote, so it must be cheap.
+    """
 
     what: str                  # "gpus nvidia-h100-sxm5-80gb memory_gb", "table sustained_shares: precision fp8"
-    value: Any
+    value: Any                 # a number or text (hashable)
     where: str                 # "catalogs/gpus.yaml:150"
     note: str = ""             # a table row's evidence
 

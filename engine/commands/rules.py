@@ -1,4 +1,5 @@
-"""`sizing rules check|test|doc`: lint the rule and catalog files, run their examples, list the functions."""
+"""`sizing rules check|test|diff|doc`: lint the rule and catalog files, run their examples, show what an edit
+moves, list the functions."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = actions.add_parser("test", help="run the examples written inside the rule files")
     p.add_argument("dir", nargs="?", type=Path, default=None, help="folder holding rules/ and catalogs/")
     p.set_defaults(run=run_test)
+    p = actions.add_parser("diff", help="quote the samples and the validation set with two versions of the "
+                                        "rules and show what moved")
+    p.add_argument("dir", nargs="?", type=Path, default=None,
+                   help="folder holding the edited rules/ and catalogs/ (default: the ones in use)")
+    p.add_argument("--against", default="HEAD", metavar="GIT_REF|DIR",
+                   help="the version to compare with: a folder holding a copy of rules/ (and catalogs/), "
+                        "or a git commit, branch or tag (default: HEAD, the last commit)")
+    p.set_defaults(run=run_diff)
     p = actions.add_parser("doc", help="print the reference of formula functions")
     p.set_defaults(run=run_doc)
 
@@ -74,4 +83,33 @@ def run_test(args) -> int:
 def run_doc(args) -> int:
     from engine.calc.functions import reference_markdown
     print(reference_markdown())
+    return 0
+
+
+def run_diff(args) -> int:
+    import tempfile
+
+    from engine.problems import SizingError
+    from engine.rules_diff import diff, export_git_ref, render, samples
+    after = load_or_report(args.dir)
+    if after is None:
+        return 1
+    with tempfile.TemporaryDirectory(prefix="sizing-diff-") as scratch:
+        against = Path(args.against)
+        try:
+            if against.is_dir():
+                home, label = against, str(args.against)
+            else:
+                rules_dir, _ = export_git_ref(args.against, Path(scratch))
+                home, label = rules_dir, f"git {args.against}"
+        except SizingError as e:
+            for p in e.problems:
+                print(p)
+            return 1
+        before = load_or_report(home)
+        if before is None:
+            print(f"(those problems are in {label}, the version compared with)")
+            return 1
+        report = diff(before, after, samples())
+    print(render(report, label, str(args.dir) if args.dir else "the rules in use"))
     return 0
