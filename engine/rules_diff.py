@@ -15,7 +15,7 @@ from typing import Any
 from engine.calc.evaluate import evaluate, friendly_number
 from engine.calc.evidence import GROUPS, load_cases
 from engine.job import validate_intake
-from engine.paths import CATALOGS_DIR, PUBLISHED_CASES, RULES_DIR, SAMPLES_DIR
+from engine.paths import PUBLISHED_CASES, RULES_DIR, SAMPLES_DIR
 from engine.problems import Problem, SizingError
 from engine.quote.view import KEY_FIGURES
 from engine.validation import compare, summarise

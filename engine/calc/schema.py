@@ -180,9 +180,9 @@ class EntryCheck:
         missing = [spec.path for key, spec in declared.items()
                    if spec.required and (node.get(key) is None or node.get(key) == "")]
         if missing:
-            self._error("catalog.missing", f"{self.display}:{line}",
-                        f"entry `{name}` lacks {', '.join(f'`{m}`' for m in missing)} "
-                        f"({'; '.join(self.spec.fields[m].help for m in missing if self.spec.fields[m].help)}).")
+            said = [f"`{m}` ({self.spec.fields[m].help.rstrip('.')})" if self.spec.fields[m].help else f"`{m}`"
+                    for m in missing]
+            self._error("catalog.missing", f"{self.display}:{line}", f"entry `{name}` lacks {', '.join(said)}.")
 
     def _value(self, spec: FieldSpec, value: Any, where: str, name: str, node: dict, key: Any) -> None:
         if value is None:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.calc.schema import did_you_mean
+from engine.calc.schema import did_you_mean, unknown_unit
 from engine.calc.yamlfile import line_of, plain
 from engine.problems import Problem
 
@@ -88,7 +88,6 @@ def load_table(item: Any, display: str, line: int, units: dict[str, str]) -> tup
     value = str(item.get("value") or "value")
     unit = str(item.get("unit") or "")
     if unit and units and unit not in units:
-        from engine.calc.schema import unknown_unit
         problem("rules.unit", line_of(item, "unit"), f"table `{name}`: {unknown_unit(unit, units)}")
     rows = item.get("rows")
     if not isinstance(rows, list) or not rows:
