@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "check or test rule and catalog files"
+HELP = "check, test or diff rule and catalog files"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
