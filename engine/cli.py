@@ -1,4 +1,4 @@
-"""The `sizing` command: template, quote, watch, mail, rules check/test, sweep, validate."""
+"""The `sizing` command: template, quote, explain, watch, mail, rules check/test/diff/doc, sweep, validate."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import os
 import select
 import sys
 
-from engine.commands import HelpFormatter, help_for, help_page, mail, quote, rules, sweep, template, validate, watch
+from engine.commands import (HelpFormatter, explain, help_for, help_page, mail, quote, rules, sweep, template,
+                             validate, watch)
 
-COMMANDS = (("template", template), ("quote", quote), ("watch", watch), ("mail", mail),
+COMMANDS = (("template", template), ("quote", quote), ("explain", explain), ("watch", watch), ("mail", mail),
             ("rules", rules), ("sweep", sweep), ("validate", validate))
 EXAMPLES = (("sizing template", "a blank intake workbook to fill (intake.xlsx)"),
             ("sizing quote intake.xlsx -o quotes", "its quote: workbook, HTML page and JSON in quotes/"),

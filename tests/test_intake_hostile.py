@@ -370,7 +370,7 @@ TEXT_HOSTILE = [
     (text_file("flood-list.yaml", "customer: [" + ",".join(["1"] * 400_000) + "]\n"), "yaml.too_big", "2,000"),
     (text_file("too-big.json", json.dumps({"customer": "x" * 1_100_000})), "file.too_big", "larger than"),
     (text_file("truncated.json", '{"customer": "Acme", "gpu_count": '), "file.syntax", "not valid JSON"),
-    (text_file("unclosed.yaml", "customer: [Acme\nworkload: pretraining\n"), "yaml.syntax", "YAML syntax error"),
+    (text_file("unclosed.yaml", "customer: [Acme\nworkload: pretraining\n"), "yaml.syntax", "is never closed"),
     (text_file("binary.yaml", bytes(range(256)) * 8), "yaml.syntax", "control characters"),
     (text_file("python-object.yaml", "customer: !!python/object/apply:os.system [id]\n"), "yaml.tag", "not allowed"),
     (text_file("a-list.json", "[1, 2, 3]"), "file.shape", "must be a mapping"),

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import ConstructorError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from engine.calc.slips import show_tabs, yaml_slip
 from engine.problems import Problem, SizingError
 
 MAX_YAML_BYTES = 2_000_000
@@ -71,17 +73,23 @@ def parse_yaml(text: str, display: str, max_nodes: int = MAX_YAML_NODES) -> Any:
         _check_shape(text, display, max_nodes)
         root = yaml.compose(text)
         node = _build(root, yaml.constructor, display, [0], max_nodes) if root is not None else None
-    except MarkedYAMLError as e:
+    except ConstructorError as e:    # a `!!python/...` tag: never built, only named
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0
-        reason = (e.problem or e.context or "YAML syntax error").strip()
+        raise SizingError([Problem("yaml.tag", f"{display}:{line}", "tags such as `!!python/...` are not "
+                                   f"allowed: write plain values.\n"
+                                   f"{numbered_lines(text, line)}", fixer="rules")]) from None
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, message = yaml_slip(text, mark.line + 1 if mark else 0, str(e.problem or e.context or ""))
         raise SizingError([Problem("yaml.syntax", f"{display}:{line}",
-                                   f"YAML syntax error: {reason}.\n{numbered_lines(text, line)}",
+                                   f"{message}\n{show_tabs(numbered_lines(text, line))}",
                                    fixer="rules")]) from None
-    except YAMLError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "YAML error"
-        raise SizingError([Problem("yaml.syntax", display, f"YAML error: {first}",
-                                   fixer="rules")]) from None
+    except YAMLError:
+        # Not a layout slip: characters no text file holds (a spreadsheet saved under this name?).
+        raise SizingError([Problem("yaml.syntax", display, "this file holds characters that are not text "
+                                   "(control characters or binary data); was another kind of file saved "
+                                   "under this name?", fixer="rules")]) from None
     except RecursionError:       # not expected below MAX_YAML_DEPTH; never a crash if it happens
         raise SizingError([Problem("yaml.too_deep", display, "lists and mappings are nested too deeply; "
                                    "write the values out plainly.", fixer="rules")]) from None
