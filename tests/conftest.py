@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The rule-set cache (engine.calc.rulecache) of a test run, and of the commands it starts,
+# lives in a folder of its own: never the developer's ~/.cache, never one from an earlier run.
+os.environ["SIZING_CACHE_DIR"] = tempfile.mkdtemp(prefix="sizing-test-cache-")
+atexit.register(shutil.rmtree, os.environ["SIZING_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def run(text, **scope):
     ("evl(1)", "formula.unknown_function", "no function `evl`"),
     ("mni(1, 2)", "formula.unknown_function", "Did you mean min()"),
     ("gpu_spec(gpu, field)", "formula.refused", "must be quoted text"),
-    ("1 +", "formula.syntax", "cannot read"),
+    ("1 +", "formula.syntax", "ends too early"),
     ("", "formula.empty", "empty"),
     ("'" + "x" * 300 + "'", "formula.long_text", "limited"),
     ("1" + " + 1" * 700, "formula.too_long", "longer than"),

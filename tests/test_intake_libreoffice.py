@@ -1,24 +1,58 @@
-"""Workbooks saved by LibreOffice Calc: the committed re-saved samples, and a live round trip when Calc is here."""
+"""Workbooks saved by LibreOffice Calc: the committed re-saved samples, and LibreOffice itself when it is here.
+
+With LibreOffice installed (scripts/system-packages does it), every template and every sample
+is opened and saved by `soffice --headless` in one batch, one template is filled in Calc
+through UNO, and each is quoted to the same figures as its original. About 10 s in all.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 import subprocess
+import zipfile
+from pathlib import Path
 
 import pytest
 from test_intake_kit import BASE, catalogs, cell_of, filled
 
 from engine.intake.read import read
 from engine.intake.validate import validate
-from engine.paths import SAMPLES_DIR
+from engine.job import run_job
+from engine.paths import SAMPLES_DIR, TEMPLATES_DIR
 
 SAVED = sorted((SAMPLES_DIR / "saved-by-libreoffice").glob("*.xlsx"))
+SAMPLES = sorted(SAMPLES_DIR.glob("*.xlsx"))
+TEMPLATES = sorted(TEMPLATES_DIR.glob("intake*.xlsx"))
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+UNO_FILL = Path(__file__).resolve().parent / "support" / "uno_fill.py"
+
+needs_libreoffice = pytest.mark.skipif(
+    shutil.which("soffice") is None,
+    reason="LibreOffice Calc is not installed (scripts/system-packages installs libreoffice-calc-nogui); "
+           "the committed samples/saved-by-libreoffice/ files cover the format")
 
 
 def checked(path):
     intake = read(path)
     assert validate(intake, catalogs()) == [], path.name
     return intake
+
+
+def same_figures(a: dict, b: dict) -> list[str]:
+    """The result keys whose values differ (NaN equals NaN; floats to 1e-12)."""
+    def same(x, y):
+        if isinstance(x, float) and isinstance(y, float):
+            return (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-300)
+        return x == y
+    return sorted(k for k in a.keys() | b.keys() if not same(a.get(k), b.get(k)))
+
+
+def quoted(path: Path, out: Path, ruleset):
+    job = run_job(path, out, ruleset=ruleset)
+    assert job.ok, (path.name, job.problems)
+    return job
 
 
 def test_there_are_libreoffice_saved_samples():
@@ -31,15 +65,71 @@ def test_libreoffice_saved_sample_reads_like_its_twin(path):
     assert checked(path).values == checked(twin).values
 
 
-@pytest.mark.skipif(shutil.which("soffice") is None,
-                    reason="LibreOffice Calc is not installed (apt-get install libreoffice-calc-nogui); "
-                           "the committed samples/saved-by-libreoffice/ files cover the format")
-def test_live_libreoffice_round_trip_computes_formulas(tmp_path):
-    source = filled(tmp_path, BASE, typed={"gpu_count": "=4*4", "training_tokens_billion": "1,000"})
-    out = tmp_path / "calc"
-    subprocess.run(["soffice", "--headless", f"-env:UserInstallation=file://{tmp_path}/profile",
-                    "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out), str(source)],
-                   check=True, capture_output=True, timeout=180)
-    intake = checked(out / source.name)
+# -- LibreOffice itself ------------------------------------------------------------------------
+
+def soffice(profile: Path, out: Path, *files: Path) -> None:
+    """Open and save each file in LibreOffice Calc (headless), as .xlsx into `out`."""
+    subprocess.run(["soffice", "--headless", f"-env:UserInstallation={profile.as_uri()}",
+                    "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out), *map(str, files)],
+                   check=True, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def resaved(tmp_path_factory) -> dict[str, Path]:
+    """Every template and sample, and a workbook with typed formulas, saved by LibreOffice in one run."""
+    folder = tmp_path_factory.mktemp("libreoffice")
+    typed = filled(folder, BASE, name="typed-formulas.xlsx",
+                   typed={"gpu_count": "=4*4", "training_tokens_billion": "1,000"})
+    soffice(folder / "profile", folder / "out", *TEMPLATES, *SAMPLES, typed)
+    return {p.name: p for p in (folder / "out").glob("*.xlsx")}
+
+
+@needs_libreoffice
+def test_libreoffice_computes_typed_formulas_and_keeps_the_names(resaved):
+    intake = checked(resaved["typed-formulas.xlsx"])
     assert intake.values["gpu_count"] == 16 and intake.sources["gpu_count"] == cell_of("gpu_count")
     assert intake.values["training_tokens_billion"] == 1000.0
+
+
+@needs_libreoffice
+@pytest.mark.parametrize("sample", SAMPLES, ids=[p.name for p in SAMPLES])
+def test_a_sample_saved_by_libreoffice_quotes_to_the_same_figures(resaved, sample, tmp_path, ruleset):
+    original = quoted(sample, tmp_path / "original", ruleset)
+    again = quoted(resaved[sample.name], tmp_path / "libreoffice", ruleset)
+    assert again.intake.values == original.intake.values and again.language == original.language
+    assert same_figures(again.results.values, original.results.values) == []
+
+
+@needs_libreoffice
+@pytest.mark.parametrize("template", TEMPLATES, ids=[p.name for p in TEMPLATES])
+def test_a_template_saved_by_libreoffice_is_still_the_template(resaved, template):
+    blank, again = read(template), read(resaved[template.name])
+    assert again.language == blank.language and again.values == blank.values == {}
+    assert again.sources == blank.sources              # every named input cell where it was
+
+
+@needs_libreoffice
+@pytest.mark.skipif(not SYSTEM_PYTHON.is_file() or subprocess.run(
+    [str(SYSTEM_PYTHON), "-c", "import uno"], capture_output=True).returncode != 0,
+    reason="LibreOffice's Python bridge is not installed (python3-uno)")
+def test_a_template_filled_in_libreoffice_itself_quotes_like_its_yaml_twin(tmp_path, ruleset):
+    from engine.intake.form import current_form
+    from engine.intake.template import display_value
+    twin = SAMPLES_DIR / "rtx4090-lora-7b.zh-TW.yaml"
+    intake = checked(twin)
+    form = current_form()
+    typed = {key: display_value(form, form.fields[key], value, "zh-TW", catalogs())
+             for key, value in intake.values.items() if intake.sources.get(key) != "default" and key in form.fields}
+    typed["gpu_count"] = f"=2*{intake.values['gpu_count'] // 2}"     # typed as a formula Calc works out
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps(typed, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "filled-in-calc.xlsx"
+    subprocess.run([str(SYSTEM_PYTHON), str(UNO_FILL), str(TEMPLATES_DIR / "intake.zh-TW.xlsx"), str(values),
+                    str(out), str(tmp_path / "profile")], check=True, capture_output=True, timeout=300)
+    with zipfile.ZipFile(out) as saved:
+        assert b"LibreOffice" in saved.read("docProps/app.xml")       # written by Calc, not by openpyxl
+    filled_in_calc = quoted(out, tmp_path / "calc", ruleset)
+    from_yaml = quoted(twin, tmp_path / "yaml", ruleset)
+    assert filled_in_calc.intake.values == from_yaml.intake.values
+    assert filled_in_calc.intake.sources["gpu_count"] == cell_of("gpu_count", "zh-TW")
+    assert same_figures(filled_in_calc.results.values, from_yaml.results.values) == []

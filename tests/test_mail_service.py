@@ -315,6 +315,25 @@ def test_damaged_base64_is_refused_and_filed_with_the_reason(mailbox):
     assert mailbox.counts()["INBOX"] == 0
 
 
+def test_a_15_mb_sheet_and_a_100000_deep_json_are_answered_at_once(mailbox, tmp_path):
+    """The large and hostile intakes of tests/test_intake_hostile.py, through the mail service."""
+    from test_intake_hostile import ANSWER_SECONDS, TEXT_HOSTILE, rows_pasted_into_intake_15mb
+    hostile = [rows_pasted_into_intake_15mb(tmp_path), TEXT_HOSTILE[0][0](tmp_path)]
+    jobs = []
+
+    def quote(source, outdir, stem):
+        jobs.append(run_job(source, outdir, stem=stem))
+        return jobs[-1]
+    mailbox.deliver(request(*[(p.name, p.read_bytes()) for p in hostile], ("seed.yaml", SEED_YAML)))
+    mailbox.poll(quote)
+    body = text(only_reply(mailbox)["message"])
+    assert "pasted.xlsx was refused: it unpacks to more than 2 MB" in body
+    assert "deep-list.json is nested more than 32 levels deep" in body
+    assert "seed.quote.xlsx" in files(only_reply(mailbox)["message"])         # the good one is still quoted
+    assert [j.status for j in jobs] == ["failed", "failed", "quoted"]
+    assert all(j.seconds < ANSWER_SECONDS for j in jobs[:2]), [j.seconds for j in jobs]
+
+
 def test_hostile_file_names_are_sanitised(mailbox):
     mailbox.deliver(request(("../../../etc/cron.d/evil.yaml", SEED_YAML),
                             ("=?UTF-8?B?5aCx5YO5?=.yaml", SEED_YAML),

@@ -127,7 +127,8 @@ def test_audit_lists_every_step(tmp_path, grid_for):
     job, wb, doc, _ = quote(tmp_path)
     ws = wb["Audit"]
     assert [c.value for c in ws[1]] == ["Group", "Rule", "Label", "Value", "Unit", "Formula",
-                                        "Inputs used", "Defined in", "Why"]
+                                        "Inputs used", "Defined in", "Why", "Catalog and table lines",
+                                        "Go to each input"]
     body = rows(ws)[1:]
     assert [r[1] for r in body] == list(TRAINING)
     peak = body[2]
@@ -136,7 +137,7 @@ def test_audit_lists_every_step(tmp_path, grid_for):
     assert peak[5] == "peak_tflops_per_gpu_input * 2"
     assert peak[6] == "peak_tflops_per_gpu_input = 494.7"
     assert peak[7] == "rules/compute.yaml:5"
-    assert ws.auto_filter.ref == f"A1:I{len(body) + 1}" and ws.freeze_panes == "D2"
+    assert ws.auto_filter.ref == f"A1:K{len(body) + 1}" and ws.freeze_panes == "D2"
 
 
 def test_print_setup_fits_the_page(tmp_path, grid_for):

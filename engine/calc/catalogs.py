@@ -7,25 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.calc.schema import SCHEMA_FILE, EntryCheck, FileSpec, Schema, load_schema
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
 from engine.paths import CATALOGS_DIR
 from engine.problems import Problem, SizingError
 
-# Catalog file → (top-level list key, fields every entry must have, numeric fields).
-SHAPES = {
-    "gpus.yaml": ("gpus", ("id", "name", "memory_gb", "memory_bandwidth_gb_s", "dense_tflops"),
-                  ("memory_gb", "memory_bandwidth_gb_s", "tdp_w", "price_usd_per_gpu_hour",
-                   "network_gb_s_per_gpu", "gpus_per_node")),
-    "models.yaml": ("models", ("id", "name", "params_billion", "layers", "hidden_size",
-                               "attention_heads"),
-                    ("params_billion", "active_params_billion", "layers", "hidden_size",
-                     "attention_heads", "kv_heads", "head_dim", "ffn_size", "vocab_size",
-                     "context_length", "kv_cache_dim")),
-    "precisions.yaml": ("precisions", ("id", "bytes"), ("bytes",)),
-    "optimizers.yaml": ("optimizers", ("id", "state_bytes", "master_bytes"),
-                        ("state_bytes", "master_bytes")),
-}
-
+LISTS = ("gpus", "models", "precisions", "optimizers")     # the catalogs of entries, by their list key
 
 @dataclass
 class Catalogs:
@@ -38,9 +25,23 @@ class Catalogs:
     speedup_tables: dict[str, dict] = field(default_factory=dict)
     aliases: dict[str, dict[str, str]] = field(default_factory=dict)   # catalog → {alias: id}
     where: dict[tuple[str, str], str] = field(default_factory=dict)     # (catalog, id) → file:line
+    nodes: dict[tuple[str, str], dict] = field(default_factory=dict)    # (catalog, id) → entry with its lines
+    schema: Schema = field(default_factory=Schema)
+    lint: list[Problem] = field(default_factory=list)                   # warnings: plausible, but check
 
     def table(self, name: str) -> dict[str, dict]:
         return getattr(self, name)
+
+    def field_where(self, catalog: str, key: str, path: str) -> str:
+        """file:line of one field of an entry (`scale_up.gb_s`), or of the entry when the field is absent."""
+        where = self.where.get((catalog, key), "")
+        node = self.nodes.get((catalog, key))
+        line = 0
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            line, node = line_of(node, part), node[part]
+        return f"{where.rsplit(':', 1)[0]}:{line}" if where and line else where
 
     def resolve(self, catalog: str, text: Any) -> str | None:
         """Catalog id for an id or alias, case- and space-insensitive; None if unknown."""
@@ -83,46 +84,17 @@ def _norm(text: str) -> str:
 
 
 def load_catalogs(directory: Path = CATALOGS_DIR) -> Catalogs:
-    """Load and check every catalog file; SizingError lists every problem as file:line."""
+    """Load every catalog and check it against catalogs/schema.yaml; SizingError lists every problem as file:line."""
     directory = Path(directory)
     catalogs, problems = Catalogs(), []
-    for filename, (key, required, numeric) in SHAPES.items():
-        path = directory / filename
-        display = f"catalogs/{filename}"
-        try:
-            doc = load_yaml_file(path, display)
-        except SizingError as e:
-            problems.extend(e.problems)
+    catalogs.schema = load_schema(directory)     # without it nothing can be checked: its problems stop here
+    for key in LISTS:
+        spec = catalogs.schema.catalog(key)
+        if spec is None:
+            problems.append(Problem("schema.missing", f"catalogs/{SCHEMA_FILE}:1",
+                                    f"`catalogs:` must declare the fields of {key}.yaml.", fixer="rules"))
             continue
-        entries = doc.get(key) if isinstance(doc, dict) else None
-        if not isinstance(entries, list) or not entries:
-            problems.append(Problem("catalog.shape", f"{display}:1",
-                                    f"expected a list under `{key}:` with at least one entry.",
-                                    fixer="rules"))
-            continue
-        table, aliases = {}, {}
-        for index, entry in enumerate(entries):
-            line = line_of(entries, index)
-            problems.extend(_check_entry(entry, display, line, required, numeric))
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                continue
-            eid = entry["id"]
-            if eid in table:
-                problems.append(Problem("catalog.duplicate", f"{display}:{line}",
-                                        f"`{eid}` is listed twice (first at line "
-                                        f"{catalogs.where[(key, eid)].rsplit(':', 1)[1]}).", fixer="rules"))
-                continue
-            table[eid] = plain(entry)
-            catalogs.where[(key, eid)] = f"{display}:{line}"
-            for name in [eid, *(entry.get("aliases") or [])]:
-                norm = _norm(str(name))
-                if norm in aliases and aliases[norm] != eid:
-                    problems.append(Problem("catalog.alias", f"{display}:{line}",
-                                            f"alias `{name}` of `{eid}` is already used by "
-                                            f"`{aliases[norm]}`; aliases must be unique.", fixer="rules"))
-                aliases.setdefault(norm, eid)
-        setattr(catalogs, key, table)
-        catalogs.aliases[key] = aliases
+        problems.extend(_load_list(directory, spec, catalogs))
     problems.extend(_load_speedups(directory, catalogs))
     problems.extend(_check_references(catalogs))
     if problems:
@@ -130,33 +102,52 @@ def load_catalogs(directory: Path = CATALOGS_DIR) -> Catalogs:
     return catalogs
 
 
-def _check_entry(entry: Any, display: str, line: int, required, numeric) -> list[Problem]:
-    if not isinstance(entry, dict):
-        return [Problem("catalog.shape", f"{display}:{line}",
-                        "each entry must be a mapping of fields (`- id: ...`).", fixer="rules")]
-    out = []
-    missing = [f for f in required if entry.get(f) is None]
-    if missing:
-        out.append(Problem("catalog.missing", f"{display}:{line}",
-                           f"entry `{entry.get('id', '?')}` lacks {', '.join(missing)}.", fixer="rules"))
-    for f in numeric:
-        v = entry.get(f)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-            out.append(Problem("catalog.type", f"{display}:{line_of(entry, f) or line}",
-                               f"`{f}` of `{entry.get('id', '?')}` must be a non-negative number, "
-                               f"not {v!r}.", fixer="rules"))
-    peaks = entry.get("dense_tflops")
-    if peaks is not None:
-        if not isinstance(peaks, dict):
-            out.append(Problem("catalog.type", f"{display}:{line_of(entry, 'dense_tflops') or line}",
-                               "`dense_tflops` must map precisions to numbers.", fixer="rules"))
-        else:
-            for p, v in peaks.items():
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
-                    out.append(Problem("catalog.type", f"{display}:{line_of(peaks, p) or line}",
-                                       f"dense_tflops.{p} of `{entry.get('id')}` must be a number or null, "
-                                       f"not {v!r}.", fixer="rules"))
-    return out
+def _load_list(directory: Path, spec: FileSpec, catalogs: Catalogs) -> list[Problem]:
+    """One catalog of entries (`gpus:` with `- id: ...`), each checked against its declared fields."""
+    display, key = f"catalogs/{spec.filename}", spec.key
+    try:
+        doc = load_yaml_file(directory / spec.filename, display)
+    except SizingError as e:
+        return e.problems
+    entries = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return [Problem("catalog.shape", f"{display}:1", f"expected a list under `{key}:` with at least one entry.",
+                        fixer="rules")]
+    check, problems = EntryCheck(spec, display), []
+    for other in doc:
+        if other != key and other not in spec.other_keys:
+            problems.append(Problem("catalog.unknown_key", f"{display}:{line_of(doc, other)}",
+                                    f"unknown top-level key `{other}`; the entries go under `{key}:`.", fixer="rules"))
+    table, aliases = {}, {}
+    for index, entry in enumerate(entries):
+        line = line_of(entries, index)
+        if not isinstance(entry, dict):
+            problems.append(Problem("catalog.shape", f"{display}:{line}",
+                                    "each entry must be a mapping of fields (`- id: ...`).", fixer="rules"))
+            continue
+        check.entry(entry, line, str(entry.get("id", "?")))
+        if not isinstance(entry.get("id"), str):
+            continue
+        eid = entry["id"]
+        if eid in table:
+            problems.append(Problem("catalog.duplicate", f"{display}:{line}",
+                                    f"`{eid}` is listed twice (first at line "
+                                    f"{catalogs.where[(key, eid)].rsplit(':', 1)[1]}).", fixer="rules"))
+            continue
+        table[eid] = plain(entry)
+        catalogs.where[(key, eid)] = f"{display}:{line}"
+        catalogs.nodes[(key, eid)] = entry
+        for name in [eid, *(entry.get("aliases") or [])]:
+            norm = _norm(str(name))
+            if norm in aliases and aliases[norm] != eid:
+                problems.append(Problem("catalog.alias", f"{display}:{line}",
+                                        f"alias `{name}` of `{eid}` is already used by "
+                                        f"`{aliases[norm]}`; aliases must be unique.", fixer="rules"))
+            aliases.setdefault(norm, eid)
+    setattr(catalogs, key, table)
+    catalogs.aliases[key] = aliases
+    catalogs.lint.extend(check.warnings)
+    return check.errors + problems
 
 
 def _load_speedups(directory: Path, catalogs: Catalogs) -> list[Problem]:
@@ -169,10 +160,14 @@ def _load_speedups(directory: Path, catalogs: Catalogs) -> list[Problem]:
     if not isinstance(tables, dict):
         return [Problem("catalog.shape", f"{display}:1", "expected `speedup_tables:` mapping names to "
                         "tables with `points: {GPUs: speedup}`.", fixer="rules")]
+    spec = catalogs.schema.files.get("scaling.yaml")
+    check = EntryCheck(spec, display) if spec else None
     out = []
     for name, table in tables.items():
         points = table.get("points") if isinstance(table, dict) else None
         line = line_of(tables, name)
+        if check is not None and isinstance(table, dict):
+            check.entry(table, line, str(name))
         ok = (isinstance(points, dict) and points and all(
             isinstance(k, int) and k >= 1 and isinstance(v, (int, float)) and 0 < v <= k
             for k, v in points.items()))
@@ -183,6 +178,10 @@ def _load_speedups(directory: Path, catalogs: Catalogs) -> list[Problem]:
             continue
         catalogs.speedup_tables[str(name)] = {"points": {int(k): float(v) for k, v in sorted(points.items())},
                                               "label": plain(table.get("label") or {})}
+        catalogs.where[("speedup_tables", str(name))] = f"{display}:{line}"
+    if check is not None:
+        catalogs.lint.extend(check.warnings)
+        out = check.errors + out
     return out
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from engine.calc.formula import FormulaError, is_array
 from engine.calc.functions import is_given
+from engine.calc.lookups import READS
 from engine.calc.results import Notice, Results, Step, plain
 from engine.problems import Problem, SizingError
 
@@ -22,29 +23,45 @@ def evaluate(intake, ruleset, *, only: Iterable[str] | None = None) -> Results:
     values = input_values(intake)
     scope, pinned = _scope(values, ruleset)
     wanted = _ancestors(ruleset, only) if only is not None else None
-    applied, trace = {}, []
-    with np.errstate(all="ignore"):
-        for rule in ruleset.rules.values():
-            if wanted is not None and rule.name not in wanted:
-                continue
-            if rule.name in pinned:
-                value = _coerce(values[rule.name], rule.type)
-                formula, inputs = "given in the intake", {}
-            else:
-                if rule.when is not None and not _run(rule, rule.when, scope):
-                    scope[rule.name] = MISSING[rule.type]
-                    continue
-                value = _run(rule, rule.formula, scope)
-                formula, inputs = rule.formula.text, {n: _native(scope[n]) for n in sorted(rule.formula.names)}
-            scope[rule.name] = value
-            value = _native(value)
-            if is_given(value):
-                applied[rule.name] = value
-            trace.append(Step(rule.name, rule.group, rule.label, rule.unit, formula, inputs, value,
-                              rule.where, rule.why))
-        notices = _warnings(ruleset, scope) if wanted is None else []
+    reads: list = []
+    recording = READS.set(reads)       # the catalog fields and table rows each formula looks up
+    try:
+        with np.errstate(all="ignore"):
+            applied, trace = _traced(ruleset, values, scope, pinned, wanted, reads)
+            notices = _warnings(ruleset, scope) if wanted is None else []
+    finally:
+        READS.reset(recording)
     used = {k: _native(scope[k]) for k in ruleset.input_types if is_given(_native(scope[k]))}
     return Results(applied, trace, notices, ruleset.version, used)
+
+
+def _traced(ruleset, values: dict, scope: dict, pinned: set[str], wanted, reads: list):
+    """Each rule in order into `scope`; (values that applied, the trace)."""
+    applied, trace = {}, []
+    for rule in ruleset.rules.values():
+        if wanted is not None and rule.name not in wanted:
+            continue
+        sources = ()
+        if rule.name in pinned:
+            value = _coerce(values[rule.name], rule.type)
+            formula, inputs = "given in the intake", {}
+        else:
+            if rule.when is not None and not _run(rule, rule.when, scope):
+                scope[rule.name] = MISSING[rule.type]
+                continue
+            if reads:
+                reads.clear()
+            value = _run(rule, rule.formula, scope)
+            formula, inputs = rule.formula.text, {n: _native(scope[n]) for n in sorted(rule.formula.names)}
+            if reads:
+                sources = tuple(dict.fromkeys(reads))
+        scope[rule.name] = value
+        value = _native(value)
+        if is_given(value):
+            applied[rule.name] = value
+        trace.append(Step(rule.name, rule.group, rule.label, rule.unit, formula, inputs, value,
+                          rule.where, rule.why, sources))
+    return applied, trace
 
 
 def evaluate_grid(intake, ruleset, grid: dict[str, Iterable]) -> pd.DataFrame:

@@ -10,11 +10,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from engine.calc.slips import formula_syntax, function_case, quoted_list_hint
+
 MAX_FORMULA_CHARS = 2000
 MAX_DEPTH = 40
 MAX_STRING_CHARS = 200
 MAX_EXPONENT = 100
-IF_NAME = "_if_"     # `if` is a Python keyword, so `if(` is renamed before parsing
+IF_NAME = "_f"       # `if` is a Python keyword, so `if(` is renamed (to as many letters: columns stay right)
 
 
 class FormulaError(Exception):
@@ -61,22 +63,23 @@ def compile_formula(text: Any, functions: dict) -> Formula:
     if len(source) > MAX_FORMULA_CHARS:
         raise FormulaError("formula.too_long", f"the formula is longer than {MAX_FORMULA_CHARS} characters; "
                                                "split it into smaller rules.")
-    tree = _parse(source)
-    compiler = _Compiler(functions)
+    tree = _parse(source, functions)
+    compiler = _Compiler(functions, source)
     run = compiler.node(tree.body, depth=0)
     return Formula(source, frozenset(compiler.names), frozenset(compiler.called), tree, run)
 
 
-def _parse(source: str) -> ast.Expression:
+def _parse(source: str, functions=()) -> ast.Expression:
     try:
         renamed = _rename_if(source)
         return ast.parse(renamed, mode="eval")
     except (SyntaxError, tokenize.TokenError, IndentationError) as e:
-        msg = getattr(e, "msg", str(e))
-        col = f" at column {e.offset}" if getattr(e, "offset", None) else ""
-        raise FormulaError("formula.syntax", f"cannot read the formula{col}: {msg}.") from None
-    except ValueError as e:   # e.g. NUL bytes
-        raise FormulaError("formula.syntax", f"cannot read the formula: {e}.") from None
+        # The parser's words (EOF, invalid syntax, tokens) mean nothing to a rule author: say what slipped.
+        offset, lineno = (e.offset, e.lineno) if isinstance(e, SyntaxError) else (None, None)
+        raise FormulaError("formula.syntax", formula_syntax(source, offset, lineno, functions)) from None
+    except ValueError:   # e.g. NUL bytes
+        raise FormulaError("formula.syntax", "the formula holds characters that are not text (a NUL byte?); "
+                                             "retype it.") from None
 
 
 def _rename_if(source: str) -> str:
@@ -99,8 +102,8 @@ def is_array(value: Any) -> bool:
 class _Compiler:
     """Turns each whitelisted AST node into a closure; any other node is refused."""
 
-    def __init__(self, functions: dict):
-        self.functions = functions
+    def __init__(self, functions: dict, source: str = ""):
+        self.functions, self.source = functions, source
         self.names: set[str] = set()
         self.called: set[str] = set()
 
@@ -192,7 +195,11 @@ class _Compiler:
                 if not isinstance(right, (ast.List, ast.Tuple)):
                     raise FormulaError("formula.refused", "`in` needs a list written out, e.g. "
                                                           'workload in ["pretraining", "fine-tuning"].')
-                choices = [self._literal(e) for e in right.elts]
+                try:
+                    choices = [self._literal(e) for e in right.elts]
+                except FormulaError as e:
+                    hint = quoted_list_hint(self.source, node) if self.source else ""
+                    raise FormulaError(e.code, hint or e.message) from None
                 steps.append((_membership(choices, isinstance(op, ast.NotIn)), None))
             elif type(op) in _COMPARE:
                 steps.append((_COMPARE[type(op)], self.node(right, depth)))
@@ -231,6 +238,8 @@ class _Compiler:
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise FormulaError("formula.refused", f"{shown}(...) takes plain arguments, without names or *.")
         spec = self.functions.get(shown)
+        if spec is None and function_case(shown, self.functions):
+            raise FormulaError("formula.unknown_function", function_case(shown, self.functions))
         if spec is None:
             from difflib import get_close_matches
             near = get_close_matches(shown, list(self.functions), n=1)
@@ -240,8 +249,9 @@ class _Compiler:
         spec.check_arity(len(node.args))
         for index, arg in enumerate(node.args):
             if index in spec.constant_args and not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                example = f'{shown}(gpu, "memory_gb")' if index == 1 else f'{shown}("table_name", ...)'
                 raise FormulaError("formula.refused", f"argument {index + 1} of {shown}() must be quoted text, "
-                                                      f"e.g. {shown}(gpu, \"memory_gb\").")
+                                                      f"e.g. {example}.")
         self.called.add(shown)
         args = [self.node(a, depth) for a in node.args]
         if spec.lazy:

@@ -23,6 +23,7 @@ class FunctionSpec:
     variadic: bool = False
     lazy: bool = False               # receives (scope, *thunks): evaluates only what it needs
     constant_args: frozenset[int] = field(default_factory=frozenset)   # positions that must be quoted text
+    catalog: str = ""                # the catalog whose field the quoted second argument names (gpu_spec: gpus)
 
     def check_arity(self, count: int) -> None:
         low = len(self.args) - (1 if self.variadic else 0)
@@ -148,8 +149,8 @@ _PURE_DOCS = {
 }
 
 
-def build_functions(catalogs) -> dict[str, FunctionSpec]:
-    """The registry: pure functions plus catalog look-ups bound to `catalogs`."""
+def build_functions(catalogs, tables: dict | None = None) -> dict[str, FunctionSpec]:
+    """The registry: pure functions plus catalog and table look-ups bound to `catalogs` and `tables`."""
     specs = {
         "if": FunctionSpec("if", _if, ("bool", "any", "any"), "same", _if.__doc__, lazy=True),
         "first": FunctionSpec("first", _first, ("any",), "same", _first.__doc__, variadic=True, lazy=True),
@@ -157,26 +158,28 @@ def build_functions(catalogs) -> dict[str, FunctionSpec]:
     for name, (fn, args, returns, variadic) in PURE.items():
         doc = _PURE_DOCS.get(name) or fn.__doc__
         specs[name] = FunctionSpec(name, fn, args, returns, doc, variadic=variadic)
-    for spec in _catalog_functions(catalogs):
+    for spec in _catalog_functions(catalogs, tables or {}):
         specs[spec.name] = spec
     return specs
 
 
-def _catalog_functions(catalogs) -> list[FunctionSpec]:
+def _catalog_functions(catalogs, tables: dict) -> list[FunctionSpec]:
     from engine.calc.lookups import Lookups
-    look = Lookups(catalogs)
+    look = Lookups(catalogs, tables)
     quoted2 = frozenset({1})
     return [
         FunctionSpec("gpu_spec", look.gpu_spec, ("text", "text"), "number", look.gpu_spec.__doc__,
-                     constant_args=quoted2),
+                     constant_args=quoted2, catalog="gpus"),
         FunctionSpec("gpu_info", look.gpu_info, ("text", "text"), "text", look.gpu_info.__doc__,
-                     constant_args=quoted2),
+                     constant_args=quoted2, catalog="gpus"),
         FunctionSpec("model_spec", look.model_spec, ("text", "text"), "number", look.model_spec.__doc__,
-                     constant_args=quoted2),
+                     constant_args=quoted2, catalog="models"),
         FunctionSpec("model_info", look.model_info, ("text", "text"), "text", look.model_info.__doc__,
-                     constant_args=quoted2),
+                     constant_args=quoted2, catalog="models"),
         FunctionSpec("optimizer_spec", look.optimizer_spec, ("text", "text"), "number",
-                     look.optimizer_spec.__doc__, constant_args=quoted2),
+                     look.optimizer_spec.__doc__, constant_args=quoted2, catalog="optimizers"),
+        FunctionSpec("lookup", look.lookup, ("text", "any"), "number", look.lookup.__doc__, variadic=True,
+                     constant_args=frozenset({0})),
         FunctionSpec("dense_peak", look.dense_peak, ("text", "text"), "number", look.dense_peak.__doc__),
         FunctionSpec("peak_precision", look.peak_precision, ("text", "text"), "text",
                      look.peak_precision.__doc__),

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 from engine.calc.formula import FormulaError, is_array
+from engine.calc.results import Source
 
 NAN = float("nan")
+# Where each looked-up value came from, collected only while one scenario is traced
+# (evaluate sets a list here); grids leave it unset, so a sweep pays one check per distinct id.
+READS: ContextVar[list | None] = ContextVar("catalog_reads", default=None)
 
 
 def _dig(entry: dict, path: str) -> Any:
@@ -30,7 +35,7 @@ def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hit = _FACTOR_CACHE.get(id(ids))
     if hit is not None and hit[0] is ids:
         return hit[1], hit[2]
-    codes, uniques = pd.factorize(ids)          # hashing: far cheaper than sorting strings
+    codes, uniques = pd.factorize(ids, use_na_sentinel=False)   # hashing: far cheaper than sorting strings
     if len(_FACTOR_CACHE) > 32:
         _FACTOR_CACHE.clear()
     _FACTOR_CACHE[id(ids)] = (ids, codes, np.asarray(uniques))
@@ -54,19 +59,38 @@ def _per_id(ids: Any, one: Callable[[Any], Any], kind: str):
 class Lookups:
     """The catalog functions bound to one set of catalogs."""
 
-    def __init__(self, catalogs):
-        self.catalogs = catalogs
+    def __init__(self, catalogs, tables: dict | None = None):
+        self.catalogs, self.tables = catalogs, tables or {}
+        self._sources: dict[tuple, Source] = {}
+
+    def _id(self, catalog: str, key: Any) -> str | None:
+        table = self.catalogs.table(catalog)
+        return key if key in table else self.catalogs.resolve(catalog, key)
 
     def _entry(self, catalog: str, key: Any) -> dict | None:
-        table = self.catalogs.table(catalog)
-        if key in table:
-            return table[key]
-        resolved = self.catalogs.resolve(catalog, key)
-        return table.get(resolved) if resolved else None
+        eid = self._id(catalog, key)
+        return self.catalogs.table(catalog).get(eid) if eid else None
+
+    def _field(self, catalog: str, key: Any, path: str) -> Any:
+        eid = self._id(catalog, key)
+        value = _dig(self.catalogs.table(catalog)[eid], path) if eid else None
+        reads = READS.get()
+        if reads is not None and eid:
+            reads.append(self._source(catalog, eid, path, value))
+        return value
+
+    def _source(self, catalog: str, eid: str, path: str, value: Any) -> Source:
+        """The record of one catalog read; made once per field (the catalogs do not change under it)."""
+        key = (catalog, eid, path)
+        source = self._sources.get(key)
+        if source is None:
+            shown = value if value is None or isinstance(value, (str, int, float)) else str(value)
+            source = self._sources[key] = Source(f"{catalog} {eid} {path}", shown,
+                                                 self.catalogs.field_where(catalog, eid, path))
+        return source
 
     def _number(self, catalog: str, key: Any, path: str) -> float:
-        entry = self._entry(catalog, key)
-        value = _dig(entry, path) if entry else None
+        value = self._field(catalog, key, path)
         if value is None or isinstance(value, bool):
             return NAN
         if not isinstance(value, (int, float)):
@@ -74,8 +98,7 @@ class Lookups:
         return float(value)
 
     def _text(self, catalog: str, key: Any, path: str) -> str:
-        entry = self._entry(catalog, key)
-        value = _dig(entry, path) if entry else None
+        value = self._field(catalog, key, path)
         return "" if value is None else str(value)
 
     def gpu_spec(self, gpu, field):
@@ -109,7 +132,9 @@ class Lookups:
             seen.add(current)
             value = peaks.get(current)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                return float(value), str(current)
+                if current != precision:
+                    self._field("precisions", precision, "fallback")     # recorded: why another precision
+                return self._number("gpus", gpu, f"dense_tflops.{current}"), str(current)
             current = (self.catalogs.precisions.get(current) or {}).get("fallback")
         return NAN, ""
 
@@ -134,6 +159,11 @@ class Lookups:
         spec = self.catalogs.speedup_tables.get(table)
         if spec is None:
             raise FormulaError("lookup.unknown", f"there is no speedup table `{table}` in catalogs/scaling.yaml.")
+        reads = READS.get()
+        if reads is not None:
+            points = ", ".join(f"{n} GPUs {s:g}×" for n, s in spec["points"].items())
+            reads.append(Source(f"speedup table {table}", points,
+                                self.catalogs.where.get(("speedup_tables", table), "catalogs/scaling.yaml")))
         xs = np.array(list(spec["points"]), dtype=float)
         ys = np.array(list(spec["points"].values()), dtype=float)
         n = np.asarray(gpus, dtype=float)
@@ -142,13 +172,50 @@ class Lookups:
         out = np.where(n > xs[-1], beyond, inside)
         return out if out.ndim else np.float64(out)
 
+    def lookup(self, table, *values):
+        """lookup("table", value, ...): the number in a rule file's `tables:` whose row matches the values, one per column in the table's order; rows are tried top to bottom and the first that matches wins (a column a row leaves out matches anything); blank when no row matches."""
+        spec = self.tables.get(table)
+        if spec is None:
+            raise FormulaError("lookup.unknown", f"there is no table `{table}` in the rule files.")
+
+        def one(*key):
+            row = spec.find(key)
+            reads = READS.get()
+            if reads is not None and row is not None:
+                reads.append(Source(f"table {table}: {row.case()}", row.value, row.where, row.evidence))
+            return NAN if row is None else row.value
+        return _combinations(values, one, "number")
+
     def _pairwise(self, a, b, one, kind):
-        """`one(a, b)` over arrays: evaluated once per distinct pair, then spread back."""
         if not is_array(a) and not is_array(b):
             return one(a, b)
-        codes_a, uniq_a = _factorize(a) if is_array(a) else (np.zeros(len(b), dtype=np.intp), np.array([a]))
-        codes_b, uniq_b = _factorize(b) if is_array(b) else (np.zeros(len(a), dtype=np.intp), np.array([b]))
-        pair_codes, pairs = pd.factorize(codes_a * len(uniq_b) + codes_b)
-        values = [one(str(uniq_a[p // len(uniq_b)]), str(uniq_b[p % len(uniq_b)])) for p in pairs]
-        return _spread(values, pair_codes, kind)
+        return _combinations((a, b), one, kind)
 
+
+def _combinations(args: tuple, one: Callable, kind: str):
+    """`one(*args)` over arrays: evaluated once per distinct combination of values, then spread back."""
+    if not any(is_array(a) for a in args):
+        return one(*args)
+    size = next(len(a) for a in args if is_array(a))
+    codes, uniques = [], []
+    for a in args:
+        c, u = _factorize(a) if is_array(a) else (np.zeros(size, dtype=np.intp), np.array([a]))
+        codes.append(c)
+        uniques.append(u)
+    combined = np.zeros(size, dtype=np.int64)
+    for c, u in zip(codes, uniques):
+        combined = combined * len(u) + c
+    combo_codes, combos = pd.factorize(combined)
+    values = []
+    for combo in combos:
+        picked, rest = [], int(combo)
+        for u in reversed(uniques):
+            rest, index = divmod(rest, len(u))
+            picked.append(_scalar(u[index]))
+        values.append(one(*reversed(picked)))
+    return _spread(values, combo_codes, kind)
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy element as the plain value a catalog or table compares with."""
+    return value.item() if isinstance(value, np.generic) else value

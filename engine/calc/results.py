@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Source(NamedTuple):
+    """A value a formula looked up: a catalog field or a table row, and the file:line it sits on.
+
+    A tuple, not a dataclass: one is recorded per look-up of a traced quote, so it must be cheap.
+    """
+
+    what: str                  # "gpus nvidia-h100-sxm5-80gb memory_gb", "table sustained_shares: precision fp8"
+    value: Any                 # a number or text (hashable)
+    where: str                 # "catalogs/gpus.yaml:150"
+    note: str = ""             # a table row's evidence
 
 
 @dataclass(frozen=True)
@@ -20,6 +32,7 @@ class Step:
     value: Any
     where: str                 # "rules/compute.yaml:14"
     why: str = ""
+    sources: tuple[Source, ...] = ()   # the catalog fields and table rows the formula looked up
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,9 @@ class Results:
                           "severity": n.severity} for n in self.warnings],
             "trace": [{"rule": s.name, "group": s.group, "label": s.label.get(lang, s.name),
                        "formula": s.formula, "inputs": {k: plain(v) for k, v in s.inputs.items()},
-                       "value": plain(s.value), "unit": s.unit, "where": s.where}
+                       "value": plain(s.value), "unit": s.unit, "where": s.where,
+                       "sources": [{"what": c.what, "value": plain(c.value), "where": c.where}
+                                   for c in s.sources]}
                       for s in self.trace],
             "ruleset": self.ruleset,
         }

@@ -14,12 +14,16 @@ from typing import Any
 from engine.calc.catalogs import Catalogs, load_catalogs
 from engine.calc.formula import IF_NAME, Formula, FormulaError, compile_formula
 from engine.calc.functions import FunctionSpec, build_functions
+from engine.calc.rulecache import cached_ruleset
+from engine.calc.schema import did_you_mean, unknown_unit
+from engine.calc.slips import quote_hint
+from engine.calc.tables import Table, expand_why, load_table, why_problems
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
 from engine.contract import EXTRA_INPUT_TYPES, INPUT_TYPES
 from engine.paths import CATALOGS_DIR, LANGUAGES, RULES_DIR
 from engine.problems import Problem, SizingError
 
-FILE_KEYS = {"group", "label", "order", "rules", "warnings", "examples", "about"}
+FILE_KEYS = {"group", "label", "order", "rules", "tables", "warnings", "examples", "about"}
 RULE_KEYS = {"name", "label", "unit", "when", "formula", "why"}
 WARNING_KEYS = {"code", "when", "message", "severity"}
 EXAMPLE_KEYS = {"name", "given", "expect", "tolerance"}
@@ -37,6 +41,8 @@ class Rule:
     why: str
     where: str                  # file:line of the rule
     type: str = "number"        # number | text | bool
+    formula_where: str = ""     # file:line of its `formula:` and `when:`, where their slips are reported
+    when_where: str = ""
 
     @property
     def reads(self) -> frozenset[str]:
@@ -73,25 +79,30 @@ class RuleSet:
     input_types: dict[str, str]
     groups: dict[str, dict] = field(default_factory=dict)   # group → {label, order, file}
     version: str = ""
+    tables: dict[str, Table] = field(default_factory=dict)  # the rule files' `tables:` by name
+    lint: list[Problem] = field(default_factory=list)       # warnings from the checks: plausible, but look
 
 
 def load_ruleset(rules_dir: Path = RULES_DIR, catalogs_dir: Path = CATALOGS_DIR) -> RuleSet:
     """Load, check and order every rule file; SizingError lists every problem as file:line."""
-    rules_dir, problems = Path(rules_dir), []
+    rules_dir, problems, lint = Path(rules_dir), [], []
     try:
         catalogs = load_catalogs(catalogs_dir)
+        lint.extend(catalogs.lint)
     except SizingError as e:
         problems.extend(e.problems)
         catalogs = Catalogs()
-    functions = build_functions(catalogs)
     input_types = {**INPUT_TYPES, **EXTRA_INPUT_TYPES, **_form_input_types(rules_dir)}
     files = sorted(p for p in rules_dir.glob("*.yaml") if p.name not in NOT_RULE_FILES)
     if not files:
         problems.append(Problem("rules.none", str(rules_dir), "no rule files (*.yaml) found here.",
                                 fixer="rules"))
-    loader = _Loader(functions, problems)
-    for path in files:
-        loader.load_file(path, f"rules/{path.name}")
+    docs = _read_files(files, problems)
+    tables = _tables(docs, catalogs.schema.units, problems)
+    functions = build_functions(catalogs, tables)
+    loader = _Loader(functions, problems, catalogs.schema.units)
+    for path, display, doc in docs:
+        loader.load_doc(doc, path, display)
     if not problems:
         by_topic = sorted(loader.rules.values(), key=lambda r: _as_number(loader.groups[r.group]["order"]))
         ordered = _order({r.name: r for r in by_topic}, input_types, problems)
@@ -99,10 +110,53 @@ def load_ruleset(rules_dir: Path = RULES_DIR, catalogs_dir: Path = CATALOGS_DIR)
             _check_types(ordered, input_types, functions, problems)
             _check_warnings(loader.warnings, ordered, input_types, problems)
             _check_examples(loader.examples, ordered, input_types, problems)
+            _check_lookups(ordered, loader.warnings, functions, catalogs, tables, problems)
+            _check_whys(ordered, tables, problems, lint)
+    problems.extend(loader.unit_problems)
     if problems:
         raise SizingError(problems)
     return RuleSet(ordered, loader.warnings, loader.examples, catalogs, functions, input_types,
-                   loader.groups, _version(rules_dir, Path(catalogs_dir)))
+                   loader.groups, _version(rules_dir, Path(catalogs_dir)), tables, lint)
+
+
+def _read_files(files: list[Path], problems: list[Problem]) -> list[tuple[Path, str, dict]]:
+    """Each rule file parsed (its tables are needed before any formula is compiled)."""
+    docs = []
+    for path in files:
+        display = f"rules/{path.name}"
+        try:
+            doc = load_yaml_file(path, display)
+        except SizingError as e:
+            problems.extend(e.problems)
+            continue
+        if not isinstance(doc, dict):
+            problems.append(Problem("rules.shape", f"{display}:1", "a rule file is a mapping with `group:`, "
+                                    "`rules:` and optionally `tables:`, `warnings:` and `examples:` (the file is "
+                                    "empty or a list).", fixer="rules"))
+            continue
+        docs.append((path, display, doc))
+    return docs
+
+
+def _tables(docs, units: dict[str, str], problems: list[Problem]) -> dict[str, Table]:
+    tables: dict[str, Table] = {}
+    for _, display, doc in docs:
+        items = doc.get("tables") or []
+        if not isinstance(items, list):
+            problems.append(Problem("rules.shape", f"{display}:{line_of(doc, 'tables')}",
+                                    "`tables:` must be a list of tables.", fixer="rules"))
+            continue
+        for index, item in enumerate(items):
+            table, found = load_table(item, display, line_of(items, index), units)
+            problems.extend(found)
+            if table is None:
+                continue
+            if table.name in tables:
+                problems.append(Problem("rules.duplicate", table.where, f"table `{table.name}` is defined twice "
+                                        f"(also at {tables[table.name].where}).", fixer="rules"))
+                continue
+            tables[table.name] = table
+    return tables
 
 
 def _form_input_types(rules_dir: Path) -> dict[str, str]:
@@ -146,8 +200,9 @@ def _version(*dirs: Path) -> str:
 class _Loader:
     """Reads rule files into Rules, collecting every problem with its file:line."""
 
-    def __init__(self, functions: dict[str, FunctionSpec], problems: list[Problem]):
-        self.functions, self.problems = functions, problems
+    def __init__(self, functions: dict[str, FunctionSpec], problems: list[Problem], units: dict[str, str]):
+        self.functions, self.problems, self.units = functions, problems, units
+        self.unit_problems: list[Problem] = []
         self.rules: dict[str, Rule] = {}
         self.warnings: list[WarningRule] = []
         self.examples: list[Example] = []
@@ -156,16 +211,7 @@ class _Loader:
     def problem(self, code: str, where: str, message: str) -> None:
         self.problems.append(Problem(code, where, message, fixer="rules"))
 
-    def load_file(self, path: Path, display: str) -> None:
-        try:
-            doc = load_yaml_file(path, display)
-        except SizingError as e:
-            self.problems.extend(e.problems)
-            return
-        if not isinstance(doc, dict):
-            self.problem("rules.shape", f"{display}:1", "a rule file is a mapping with `group:`, "
-                         "`rules:` and optionally `warnings:` and `examples:` (the file is empty or a list).")
-            return
+    def load_doc(self, doc: dict, path: Path, display: str) -> None:
         self._unknown_keys(doc, FILE_KEYS, display, "top-level key")
         group = str(doc.get("group") or path.stem)
         self.groups[group] = {"label": _labels(doc.get("label"), group), "order": doc.get("order", 100),
@@ -217,17 +263,23 @@ class _Loader:
         if "formula" not in item:
             self.problem("rules.missing", f"{display}:{line}", f"rule `{name}` has no `formula:`.")
             return
-        formula = self._compile(item["formula"], f"{display}:{line_of(item, 'formula')}", name)
+        formula_where, when_where = f"{display}:{line_of(item, 'formula')}", f"{display}:{line_of(item, 'when')}"
+        formula = self._compile(item["formula"], formula_where, name)
         when = None
         if item.get("when") is not None:
-            when = self._compile(item["when"], f"{display}:{line_of(item, 'when')}", name)
+            when = self._compile(item["when"], when_where, name)
             if when is None:
                 return
+        unit = str(item.get("unit") or "")
+        if unit and self.units and unit not in self.units:
+            # reported after the other checks: a unit changes no formula, so they can still run
+            self.unit_problems.append(Problem("rules.unit", f"{display}:{line_of(item, 'unit')}",
+                                              f"rule `{name}`: {unknown_unit(unit, self.units)}", fixer="rules"))
         if formula is None:
             return
-        self.rules[name] = Rule(name, group, _labels(item.get("label"), name), str(item.get("unit") or ""),
+        self.rules[name] = Rule(name, group, _labels(item.get("label"), name), unit,
                                 formula, when, " ".join(str(item.get("why") or "").split()),
-                                f"{display}:{line}")
+                                f"{display}:{line}", formula_where=formula_where, when_where=when_where)
 
     def _warning(self, item: Any, display: str, line: int) -> None:
         if not isinstance(item, dict) or "code" not in item or "when" not in item or "message" not in item:
@@ -267,29 +319,45 @@ def _unknown_name(name: str, known: set[str]) -> str:
     return f"unknown name `{name}`." + (f" Did you mean `{near[0]}`?" if near else "")
 
 
+def _unknown_in(rule: Rule, name: str, known: set[str], types: dict[str, str]) -> Problem:
+    """An unknown name, on the line of the formula (or `when:`) that reads it; text left unquoted says so."""
+    formula = rule.formula if name in rule.formula.names else rule.when
+    where = rule.formula_where if formula is rule.formula else rule.when_where
+    hint = quote_hint(formula.text, formula.tree, name, types)
+    message = hint if hint else _unknown_name(name, known)
+    return Problem("rules.unknown_name", where or rule.where, f"rule `{rule.name}`: {message}", fixer="rules")
+
+
 def _order(rules: dict[str, Rule], inputs: dict[str, str], problems: list[Problem]) -> dict[str, Rule]:
     """Topological order from the names each formula reads; names must exist; no cycles."""
     known = set(rules) | set(inputs)
+    types = {**inputs, **{name: "any" for name in rules}}
     sorter = graphlib.TopologicalSorter()
     for rule in rules.values():
-        deps = set()
-        for name in sorted(rule.reads):
-            if name not in known:
-                problems.append(Problem("rules.unknown_name", rule.where,
-                                        f"rule `{rule.name}`: {_unknown_name(name, known)}", fixer="rules"))
-            elif name in rules:
-                deps.add(name)
+        unknown = sorted(rule.reads - known)
+        if unknown:
+            # One slip (unquoted text such as online-inference) can leave several unknown words: say it once.
+            said = set()
+            for name in unknown:
+                problem = _unknown_in(rule, name, known, types)
+                if problem.message not in said:
+                    said.add(problem.message)
+                    problems.append(problem)
+        deps = {name for name in rule.reads if name in rules}
         sorter.add(rule.name, *deps)
     if problems:
         return {}
     try:
         sorter.prepare()          # raises CycleError naming the loop
     except graphlib.CycleError as e:
-        cycle = e.args[1]
+        # graphlib lists each rule before the one that reads it; say it the way formulas read.
+        cycle = list(reversed(e.args[1]))
         first = rules[cycle[0]]
-        problems.append(Problem("rules.cycle", first.where,
-                                "rules depend on each other in a loop: " + " → ".join(cycle) +
-                                ". One of them must not read the next.", fixer="rules"))
+        chain = ", which reads ".join(f"`{name}`" for name in cycle[1:])
+        problems.append(Problem("rules.cycle", first.formula_where or first.where,
+                                f"rules read each other in a loop: `{cycle[0]}` reads {chain}. A rule cannot "
+                                "depend on itself: one of these formulas must not use the rule after it.",
+                                fixer="rules"))
         return {}
     return {name: rules[name] for name in _stable_order(rules)}
 
@@ -431,9 +499,89 @@ _lock = threading.Lock()
 
 
 def current_ruleset() -> RuleSet:
-    """The rule set from the default folders, loaded once per process."""
+    """The rule set from the default folders, loaded once per process (and kept between
+    processes while the files stay the same: engine.calc.rulecache)."""
     global _current
     with _lock:
         if _current is None:
-            _current = load_ruleset()
+            _current = cached_ruleset(load_ruleset, RULES_DIR, CATALOGS_DIR)
         return _current
+
+
+def _calls(formula: Formula):
+    """Every function call in a formula, with its name as rule authors write it."""
+    for node in ast.walk(formula.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            yield ("if" if node.func.id == IF_NAME else node.func.id), node
+
+
+def _check_lookups(rules, warnings, functions, catalogs: Catalogs, tables: dict[str, Table], problems) -> None:
+    """Catalog fields and tables named in formulas must exist: a misspelt field would be blank in every quote."""
+    formulas = [(r.formula, r.formula_where, f"rule `{r.name}`") for r in rules.values()]
+    formulas += [(r.when, r.when_where, f"rule `{r.name}`") for r in rules.values() if r.when is not None]
+    formulas += [(w.when, w.where, f"warning `{w.code}`") for w in warnings]
+    for formula, where, owner in formulas:
+        for name, call in _calls(formula):
+            spec = functions.get(name)
+            if spec is None:
+                continue
+            message = None
+            if spec.catalog and len(call.args) > 1:
+                message = _field_problem(name, spec, call.args[1].value, catalogs)
+            elif name == "lookup":
+                message = _table_problem(call, tables)
+            elif name == "speedup" and call.args[0].value not in catalogs.speedup_tables:
+                message = (f"speedup(\"{call.args[0].value}\", ...): catalogs/scaling.yaml has no such table"
+                           f"{did_you_mean(call.args[0].value, catalogs.speedup_tables)}")
+            if message:
+                problems.append(Problem("rules.lookup", where, f"{owner}: {message}", fixer="rules"))
+
+
+def _field_problem(function: str, spec: FunctionSpec, path: str, catalogs: Catalogs) -> str | None:
+    file_spec = catalogs.schema.catalog(spec.catalog)
+    if file_spec is None:
+        return None
+    declared = file_spec.fields.get(path)
+    shown = f'{function}(..., "{path}")'
+    if declared is None:
+        return (f"{shown}: catalogs/{file_spec.filename} has no field `{path}`"
+                f"{did_you_mean(path, file_spec.fields)} Fields are declared in catalogs/schema.yaml.")
+    wants_number = spec.returns == "number"
+    if wants_number != (declared.type in ("number", "integer")):
+        other = function.replace("_spec", "_info") if wants_number else function.replace("_info", "_spec")
+        return (f"{shown}: `{path}` is {'text' if wants_number else 'a number'}; read it with {other}().")
+    table = catalogs.table(spec.catalog)
+    if table and not any(_has(entry, path) for entry in table.values()):
+        return f"{shown}: no entry of catalogs/{file_spec.filename} has a value for `{path}`, so it is always blank."
+    return None
+
+
+def _has(entry: dict, path: str) -> bool:
+    value: Any = entry
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value is not None
+
+
+def _table_problem(call: ast.Call, tables: dict[str, Table]) -> str | None:
+    name = call.args[0].value
+    table = tables.get(name)
+    if table is None:
+        return f"lookup(\"{name}\", ...): there is no table `{name}`{did_you_mean(name, tables)}"
+    given = len(call.args) - 1
+    if given != len(table.columns):
+        return (f"lookup(\"{name}\", ...) takes one value per column of the table ({', '.join(table.columns)}), "
+                f"{len(table.columns)} in all, not {given}.")
+    return None
+
+
+def _check_whys(rules, tables: dict[str, Table], problems, lint) -> None:
+    """A why: that names {table} gets the table in words; one that writes out a table's number is warned."""
+    for rule in rules.values():
+        if not rule.why:
+            continue
+        read = {call.args[0].value for name, call in _calls(rule.formula) if name == "lookup"}
+        errors, warnings = why_problems(rule.why, tables, read, rule.where, rule.name)
+        problems.extend(errors)
+        lint.extend(warnings)
+        rule.why = expand_why(rule.why, tables)

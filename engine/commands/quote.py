@@ -8,12 +8,20 @@ import sys
 from pathlib import Path
 
 HELP = "quote intake files (.xlsx, .yaml, .json)"
+EXAMPLES = (("sizing quote intake.xlsx", "intake.quote.xlsx, .quote.html and .quote.json in this folder"),
+            ("sizing quote a.xlsx b.yaml -o quotes", "several at once, into quotes/"),
+            ("sizing quote case.yaml --json | jq .results", "the result document on stdout"))
+EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable (each problem on stderr as "
+        "cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); 1 the rule files are broken.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT")
-    parser.add_argument("-o", "--outdir", type=Path, default=Path("."), help="where to write the quote files")
-    parser.add_argument("--json", action="store_true", help="print the result document as JSON on stdout")
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
+                        help="filled intake templates (.xlsx), or YAML/JSON intakes of canonical keys")
+    parser.add_argument("-o", "--outdir", type=Path, default=Path("."), metavar="DIR",
+                        help="folder for <stem>.quote.xlsx, .quote.html and .quote.json (default: this folder)")
+    parser.add_argument("--json", action="store_true",
+                        help="also print the result document as JSON on stdout (a list for several inputs)")
 
 
 def run(args) -> int:

@@ -1,22 +1,47 @@
-"""`sizing rules check|test|doc`: lint the rule and catalog files, run their examples, list the functions."""
+"""`sizing rules check|test|diff|doc`: lint the rule and catalog files, run their examples, show what an edit
+moves, list the functions."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-HELP = "check or test rule and catalog files"
+HELP = "check, test or diff rule and catalog files"
+EXAMPLES = (("sizing rules check", "lint the product's rules/ and catalogs/ after an edit"),
+            ("sizing rules test /srv/sizing", "run the examples of a folder holding rules/ and catalogs/"),
+            ("sizing rules diff --against HEAD", "what an edit changes in the samples' quotes and the validation set"),
+            ("sizing rules doc", "the formula functions rule authors may use"))
+EXIT = "0 all good; 1 a problem (each as file:line: message) or a failing example."
+DIR_HELP = "folder holding rules/ and catalogs/, or a rules folder with catalogs/ beside it (default: the product's own)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from engine.commands import help_page
     actions = parser.add_subparsers(title="rules commands", metavar="ACTION")
-    p = actions.add_parser("check", help="lint rules and catalogs (exit 1 on problems)")
-    p.add_argument("dir", nargs="?", type=Path, default=None, help="folder holding rules/ and catalogs/")
-    p.set_defaults(run=run_check)
-    p = actions.add_parser("test", help="run the examples written inside the rule files")
-    p.add_argument("dir", nargs="?", type=Path, default=None, help="folder holding rules/ and catalogs/")
-    p.set_defaults(run=run_test)
-    p = actions.add_parser("doc", help="print the reference of formula functions")
+    for name, summary, what, own, exit_status, run in (
+            ("check", "lint rules and catalogs", "the product's rules/ and catalogs/", "a deployment's own copy",
+             "0 no problem; 1 problems, each as file:line: message.", run_check),
+            ("test", "run the examples written inside the rule files",
+             "every `examples:` entry of the product's rule files", "those of a deployment's own copy",
+             "0 every example holds; 1 a failing example or a broken rule file.", run_test)):
+        p = actions.add_parser(name, **help_page(
+            summary, ((f"sizing rules {name}", what), (f"sizing rules {name} /srv/sizing", own)), exit_status))
+        p.add_argument("dir", nargs="?", type=Path, default=None, help=DIR_HELP)
+        p.set_defaults(run=run)
+    p = actions.add_parser("diff", **help_page(
+        "quote the samples and the validation set with two versions of the rules and show what moved",
+        (("sizing rules diff", "the working copy against the last commit"),
+         ("sizing rules diff --against /srv/sizing-before", "against a copy of the rules folder, without git")),
+        "0 compared (whatever moved); 1 either version of the rules is broken."))
+    p.add_argument("dir", nargs="?", type=Path, default=None,
+                   help="folder holding the edited rules/ and catalogs/ (default: the ones in use)")
+    p.add_argument("--against", default="HEAD", metavar="GIT_REF|DIR",
+                   help="the version to compare with: a folder holding a copy of rules/ (and catalogs/), "
+                        "or a git commit, branch or tag (default: HEAD, the last commit)")
+    p.set_defaults(run=run_diff)
+    p = actions.add_parser("doc", **help_page(
+        "print the reference of formula functions",
+        (("sizing rules doc > docs/functions.md", "the reference page, as Markdown"),), "0."))
     p.set_defaults(run=run_doc)
 
 
@@ -51,8 +76,11 @@ def run_check(args) -> int:
     ruleset = load_or_report(args.dir)
     if ruleset is None:
         return 1
-    print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.catalogs.gpus)} GPUs, "
-          f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version})")
+    for p in ruleset.lint:
+        print(f"{p.where}: warning: {p.message}")
+    warned = f", {len(ruleset.lint)} warning{'s' * (len(ruleset.lint) != 1)} above" if ruleset.lint else ""
+    print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.tables)} tables, {len(ruleset.catalogs.gpus)} GPUs, "
+          f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version}){warned}")
     return 0
 
 
@@ -71,4 +99,33 @@ def run_test(args) -> int:
 def run_doc(args) -> int:
     from engine.calc.functions import reference_markdown
     print(reference_markdown())
+    return 0
+
+
+def run_diff(args) -> int:
+    import tempfile
+
+    from engine.problems import SizingError
+    from engine.rules_diff import diff, export_git_ref, render, samples
+    after = load_or_report(args.dir)
+    if after is None:
+        return 1
+    with tempfile.TemporaryDirectory(prefix="sizing-diff-") as scratch:
+        against = Path(args.against)
+        try:
+            if against.is_dir():
+                home, label = against, str(args.against)
+            else:
+                rules_dir, _ = export_git_ref(args.against, Path(scratch))
+                home, label = rules_dir, f"git {args.against}"
+        except SizingError as e:
+            for p in e.problems:
+                print(p)
+            return 1
+        before = load_or_report(home)
+        if before is None:
+            print(f"(those problems are in {label}, the version compared with)")
+            return 1
+        report = diff(before, after, samples())
+    print(render(report, label, str(args.dir) if args.dir else "the rules in use"))
     return 0

@@ -7,17 +7,25 @@ import sys
 from pathlib import Path
 
 HELP = "evaluate a grid of configurations and recommend"
+EXAMPLES = (("sizing sweep case.yaml --gpu H100,A100,L40S --gpu-count 1,2,4,8", "the cheapest setup that fits"),
+            ("sizing sweep case.yaml --precision bf16,fp8 --by time --csv grid.csv",
+             "the fastest, and every scenario in a CSV file"))
+EXIT = "0 a recommendation; 1 nothing in the grid fits and meets the targets; 2 an invalid intake or grid."
 OBJECTIVES = ("cost", "gpus", "time")      # the keys of engine.calc.sweep.OBJECTIVES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("base", type=Path, help="an intake (.yaml, .json or .xlsx) to vary")
-    parser.add_argument("--gpu", default="", help="comma-separated GPUs (ids or aliases), e.g. H100,A100,4090")
-    parser.add_argument("--gpu-count", default="", help="comma-separated GPU counts, e.g. 1,2,4,8")
-    parser.add_argument("--precision", default="", help="comma-separated precisions, e.g. bf16,fp8")
-    parser.add_argument("--by", choices=OBJECTIVES, default="cost", help="what to minimise")
-    parser.add_argument("--top", type=int, default=10, help="rows to print")
-    parser.add_argument("--csv", type=Path, default=None, help="also write every scenario to this CSV file")
+    parser.add_argument("base", type=Path, metavar="BASE", help="an intake (.yaml, .json or .xlsx) to vary")
+    parser.add_argument("--gpu", default="", metavar="LIST",
+                        help="comma-separated GPUs (ids or aliases), e.g. H100,A100,4090 (default: the intake's)")
+    parser.add_argument("--gpu-count", default="", metavar="LIST",
+                        help="comma-separated GPU counts, e.g. 1,2,4,8 (default: the intake's)")
+    parser.add_argument("--precision", default="", metavar="LIST",
+                        help="comma-separated precisions, e.g. bf16,fp8 (default: the intake's)")
+    parser.add_argument("--by", choices=OBJECTIVES, default="cost",
+                        help="what to minimise: total cost, number of GPUs or time")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="rows to print")
+    parser.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every scenario to this CSV file")
 
 
 def run(args) -> int:

@@ -11,11 +11,16 @@ from engine.paths import PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
 HELP = "compare estimates with published measurements"
+EXAMPLES = (("sizing validate", "every published case beside its estimate, and the error by group"),
+            ("sizing validate --max-median-error training=0.10 --max-worst-factor inference=1.6",
+             "fail past these limits (in CI)"),
+            ("sizing validate --json", "the same as JSON"))
+EXIT = "0 within every limit given; 1 a limit exceeded (FAIL lines); 2 a bad cases file or limit."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED_CASES,
-                        help="cases file (default validation/published.yaml)")
+                        help="cases file (default: validation/published.yaml)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--max-median-error", action="append", default=[], metavar="GROUP=FRACTION",
                         help="fail if a group's median absolute error exceeds this, e.g. training=0.10")

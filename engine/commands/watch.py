@@ -9,6 +9,11 @@ from engine.problems import SizingError, report
 from engine.services.watch.settings import SETTINGS, resolve_settings
 
 HELP = "folder service: DIR/inbox in; outbox, archive, failed out"
+EXAMPLES = (("sizing watch /srv/quotes", "serve the folder with the system's change events"),
+            ("sizing watch /srv/quotes --polling", "an SMB/NFS share"),
+            ("sizing watch /srv/quotes --config watch.toml", "settings from a file (see docs/watch.md)"),
+            ("sizing watch /srv/quotes --status", "what is it doing?"))
+EXIT = "0 stopped by SIGTERM or Ctrl-C after the current job; 2 bad settings; --status: 1 if no service runs."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, type=Path, default=None, metavar="DIR", help=text)
         else:
             parser.add_argument(flag, type=type(default), default=None, metavar="N",
-                                help=f"{text} (default {default})")
+                                help=f"{text} (default: {default})")
     parser.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
 
 

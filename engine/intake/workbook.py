@@ -15,6 +15,11 @@ from engine.problems import Problem, SizingError
 
 MAX_FILE_BYTES = 10_000_000        # a filled template is ~30 KB
 MAX_UNPACKED_BYTES = 50_000_000    # sum of the parts' declared sizes; zipfile never inflates past them
+# The XML parts openpyxl parses, together (a filled template holds ~70 KB). openpyxl reads
+# about 3 MB of sheet XML a second, so this keeps any accepted file to well under 2 s,
+# and a data export pasted into the workbook is refused before a single sheet is parsed.
+MAX_XML_BYTES = 2_000_000
+XML_SUFFIXES = (".xml", ".rels", ".vml")
 MAX_PARTS = 500
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"   # legacy .xls, and every password-encrypted workbook
 ZIP_MAGIC = b"PK\x03\x04"
@@ -29,7 +34,7 @@ def read_workbook(path: Path) -> Intake:
     path = Path(path)
     form = current_form()
     data = _read_bytes(path, form)
-    _check_container(data, path.name, form)
+    _check_container(data, path.name, form)     # the zip directory and xl/workbook.xml, no sheet
     workbook = _open(data, path.name, form, data_only=False)
     cells = named_cells(workbook)
     lang = _check_template(workbook, cells, path.name, form)
@@ -78,29 +83,66 @@ def _read_bytes(path: Path, form: Form) -> bytes:
 
 
 def _check_container(data: bytes, name: str, form: Form) -> None:
-    """Everything that can be known before any XML is parsed."""
+    """Everything that can be known before any sheet is parsed: the zip directory and the
+    workbook's defined names (a few KB in xl/workbook.xml)."""
     if not data:
         raise _fail("file.empty", name, form, name=name)
     if data.startswith(OLE_MAGIC):
         raise _fail("file.encrypted" if _encrypted(data) else "file.old_xls", name, form, name=name)
     if not data.startswith(ZIP_MAGIC):
         raise _fail("file.not_xlsx", name, form, name=name, kind=form.text(_kind(data), "en"))
+    too_big = _too_big(name, form, MAX_XML_BYTES)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
             names = {p.filename.lower() for p in parts}
-            types = archive.read("[Content_Types].xml") if "[content_types].xml" in names else b""
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError):
+            types = _part(archive, "[content_types].xml", too_big) or b""
+            book = _part(archive, "xl/workbook.xml", too_big)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, RuntimeError,
+            NotImplementedError):      # RuntimeError: an encrypted entry; NotImplementedError: odd compression
         raise _fail("file.corrupt", name, form, name=name) from None
     if len(parts) > MAX_PARTS:
         raise _fail("file.bomb", name, form, name=name, why=form.text("bomb_parts", "en", limit=MAX_PARTS))
     if sum(p.file_size for p in parts) > MAX_UNPACKED_BYTES:
-        raise _fail("file.bomb", name, form, name=name,
-                    why=form.text("bomb_size", "en", limit=MAX_UNPACKED_BYTES // 1_000_000))
+        raise _too_big(name, form, MAX_UNPACKED_BYTES)
     if any(n.endswith("vbaproject.bin") for n in names) or b"macroEnabled" in types:
         raise _fail("file.macros", name, form, name=name)
-    if "xl/workbook.xml" not in names:
+    if book is None:
         raise _fail("file.not_xlsx", name, form, name=name, kind=form.text("kind_zip", "en"))
+    if VERSION_NAME not in _defined_names(book, name, form):
+        raise _fail("file.not_template", name, form, name=name)
+    if sum(p.file_size for p in parts if p.filename.lower().endswith(XML_SUFFIXES)) > MAX_XML_BYTES:
+        raise too_big
+
+
+def _too_big(name: str, form: Form, limit: int) -> SizingError:
+    return _fail("file.bomb", name, form, name=name, why=form.text("bomb_size", "en", limit=limit // 1_000_000))
+
+
+def _part(archive: zipfile.ZipFile, lower_name: str, too_big: SizingError) -> bytes | None:
+    """One part's bytes, inflated no further than MAX_XML_BYTES whatever its entry claims; None if absent."""
+    entry = next((i for i in archive.infolist() if i.filename.lower() == lower_name), None)
+    if entry is None:
+        return None
+    with archive.open(entry) as part:
+        body = part.read(MAX_XML_BYTES + 1)
+    if len(body) > MAX_XML_BYTES:
+        raise too_big
+    return body
+
+
+def _defined_names(book: bytes, name: str, form: Form) -> set[str]:
+    """The lower-case defined names of xl/workbook.xml, workbook-wide or sheet-local."""
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import ParseError, fromstring
+    try:
+        root = fromstring(book)
+    except DefusedXmlException:
+        raise _fail("file.bomb", name, form, name=name, why=form.text("bomb_xml", "en")) from None
+    except (ParseError, ValueError):
+        raise _fail("file.corrupt", name, form, name=name) from None
+    return {str(e.get("name") or "").lower() for e in root.iter()
+            if isinstance(e.tag, str) and e.tag.rpartition("}")[2] == "definedName"}
 
 
 def _encrypted(data: bytes) -> bool:

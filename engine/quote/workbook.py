@@ -12,6 +12,7 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.chart.data_source import AxDataSource, StrRef
 from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.worksheet.hyperlink import Hyperlink
 from openpyxl.worksheet.worksheet import Worksheet
 
 from engine.calc.results import plain
@@ -34,15 +35,21 @@ MAX_CELL_TEXT = 32767                                 # Excel's limit per cell
 def workbook_bytes(quote: Quote) -> bytes:
     """The whole results workbook, saved to memory (render writes it atomically)."""
     wb, intake_sheets = _start(quote.intake)
-    sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling), ("audit", _audit))
+    if not intake_sheets:      # written first so the Audit can link to its rows; it stays the last tab
+        inputs_at = _intake(wb.create_sheet(_unique(wb, quote.m("sheets.intake"))), quote)
+    else:
+        inputs_at = {key: _location(*where.split("!", 1)) for key, where in quote.intake.sources.items()
+                     if "!" in where}
+    audit_title = _unique(wb, quote.m("sheets.audit"))
+    sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
+              ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
     for index, (name, build) in enumerate(sheets):
-        build(wb.create_sheet(_unique(wb, quote.m(f"sheets.{name}")), index), quote)
+        title = audit_title if name == "audit" else _unique(wb, quote.m(f"sheets.{name}"))
+        build(wb.create_sheet(title, index), quote)
     for ws in wb.worksheets:
         ws.sheet_view.tabSelected = False     # else Excel opens with the intake tab grouped in
     wb.active = 0
     wb.active.sheet_view.tabSelected = True
-    if not intake_sheets:
-        _intake(wb.create_sheet(_unique(wb, quote.m("sheets.intake"))), quote)
     buffer = io.BytesIO()
     wb.save(buffer)
     return buffer.getvalue()
@@ -263,12 +270,34 @@ def _show_axes(chart) -> None:
     chart.x_axis.delete = chart.y_axis.delete = False
 
 
-def _audit(ws: Worksheet, q: Quote) -> None:
+def _location(sheet: str, cell: str) -> str:
+    """An in-workbook link target: 'Sheet name'!C12."""
+    return "'" + sheet.replace("'", "''") + "'!" + cell
+
+
+def _audit(ws: Worksheet, q: Quote, inputs_at: dict[str, str]) -> None:
+    """Every rule evaluated; each input it read links to the row (or intake cell) it came from."""
     m = q.m
-    _header(ws, 1, [m(f"columns.{k}") for k in ("group", "rule", "label", "value", "unit",
-                                                 "formula", "inputs", "where", "why")])
+    _header(ws, 1, [m(f"columns.{k}") for k in ("group", "rule", "label", "value", "unit", "formula",
+                                                 "inputs", "where", "why", "sources", "links")])
     wide = 44
+    rows = {step.name: row for row, step in enumerate(q.results.trace, 2)}
+    targets = {**inputs_at, **{name: _location(ws.title, f"D{row}") for name, row in rows.items()}}
+    last_col = 11
     for row, step in enumerate(q.results.trace, 2):
+        sources = "; ".join(f"{s.where}: {s.what} = {_exact(s.value)}" for s in step.sources)
+        if sources:
+            cell = put(ws, row, 10, sources)
+            if len(sources) > wide:
+                cell.alignment = WRAP
+        col = 11
+        for name in step.inputs:
+            if name in targets:
+                cell = put(ws, row, col, name)
+                cell.hyperlink = Hyperlink(ref=cell.coordinate, location=targets[name])
+                cell.style = "Hyperlink"      # Excel's own link style: cheaper than a font per cell
+                col += 1
+        last_col = max(last_col, col - 1)
         put(ws, row, 1, step.group)
         put(ws, row, 2, step.name)
         put(ws, row, 3, step.label.get(q.lang) or step.label.get("en") or step.name)
@@ -281,23 +310,26 @@ def _audit(ws: Worksheet, q: Quote) -> None:
             if len(text) > wide:      # styling costs time per cell: wrap only what overflows
                 cell.alignment = WRAP
     ws.freeze_panes = "D2"
-    ws.auto_filter.ref = f"A1:I{max(len(q.results.trace) + 1, 2)}"
-    _widths(ws, [12, 26, 30, 16, 10, wide, wide, 24, wide])
+    ws.auto_filter.ref = f"A1:K{max(len(q.results.trace) + 1, 2)}"
+    _widths(ws, [12, 26, 30, 16, 10, wide, wide, 24, wide, wide] + [22] * (last_col - 10))
     _print_setup(ws, landscape=True, title_rows="1:1")
 
 
-def _intake(ws: Worksheet, q: Quote) -> None:
-    """For YAML/JSON intakes: the inputs as written, with where each came from."""
+def _intake(ws: Worksheet, q: Quote) -> dict[str, str]:
+    """For YAML/JSON intakes: the inputs as written, with where each came from; {key: its cell}."""
     m, intake = q.m, q.intake
     _header(ws, 1, [m("columns.key"), m("columns.label"), m("columns.value"), m("columns.source")])
+    at = {}
     for row, (key, value) in enumerate((intake.values if intake else {}).items(), 2):
         put(ws, row, 1, key)
         put(ws, row, 2, m.input_label(key))
         put(ws, row, 3, value if isinstance(value, (int, float, str)) else str(value))
         put(ws, row, 4, intake.where(key))
+        at[key] = _location(ws.title, f"C{row}")
     ws.freeze_panes = "A2"
     _widths(ws, [24, 34, 30, 22])
     _print_setup(ws, title_rows="1:1")
+    return at
 
 
 def _exact(value: Any) -> str:

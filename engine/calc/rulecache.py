@@ -1,0 +1,158 @@
+"""A rule set kept between processes, keyed by the contents of its files and of the engine's code.
+
+Parsing the rule and catalog YAML is most of what a fresh `sizing quote` spends on rules
+(≈ 0.25 s of ≈ 0.3 s). The cache holds the loaded rule set with each formula as its text;
+formulas are compiled again on the way in (≈ 25 ms), so no code object or closure is ever
+stored. A cache that is missing, stale, damaged, not ours or unreadable is simply not
+used: the files are loaded as if there were no cache, and the entry is written afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+import stat
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import engine
+from engine.calc.formula import Formula, compile_formula
+from engine.calc.functions import build_functions
+from engine.files import write_atomic
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"sizing rule-set cache 1\n"
+DIGEST = 32
+# What a cached rule set may be made of: the engine's own classes and plain containers.
+# Anything else in a file (os.system, say) means it was not written here: it is refused.
+ALLOWED_MODULES = ("engine.",)
+ALLOWED_BUILTINS = {"set", "frozenset", "dict", "list", "tuple", "str", "int", "float", "bool",
+                    "complex", "bytes", "slice", "range"}
+
+
+def cache_dir() -> Path | None:
+    """$SIZING_CACHE_DIR, else the user's cache folder; None when caching is switched off."""
+    chosen = os.environ.get("SIZING_CACHE_DIR")
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "none", "0") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "sizing"
+
+
+def cached_ruleset(load: Callable[[Path, Path], Any], rules_dir: Path, catalogs_dir: Path) -> Any:
+    """`load(rules_dir, catalogs_dir)`, or the rule set it gave for the very same files before.
+
+    Errors from `load` (a broken rule file) pass through and are never cached.
+    """
+    folder = cache_dir()
+    if folder is None:
+        return load(rules_dir, catalogs_dir)
+    rules_dir, catalogs_dir = Path(rules_dir).resolve(), Path(catalogs_dir).resolve()
+    entry = folder / f"ruleset-{_digest(str(rules_dir).encode(), str(catalogs_dir).encode()).hex()[:16]}.bin"
+    key = _key(rules_dir, catalogs_dir)
+    ruleset = _read(entry, key)
+    if ruleset is None:
+        ruleset = load(rules_dir, catalogs_dir)
+        _write(entry, key, ruleset)
+    return ruleset
+
+
+def _key(rules_dir: Path, catalogs_dir: Path) -> bytes:
+    """Everything a loaded rule set depends on: every file of both folders, the engine's
+    source (a changed loader must not meet an old entry) and the Python version."""
+    digest = hashlib.sha256(MAGIC + sys.version.encode())
+    code = Path(engine.__file__).resolve().parent
+    for folder, files in ((rules_dir, sorted(rules_dir.iterdir())), (catalogs_dir, sorted(catalogs_dir.iterdir())),
+                          (code, sorted(code.rglob("*.py")))):
+        for path in files:
+            if path.is_file():
+                digest.update(str(path.relative_to(folder)).encode() + b"\0")
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.digest()
+
+
+def _digest(*parts: bytes) -> bytes:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.digest()
+
+
+def _write(entry: Path, key: bytes, ruleset: Any) -> None:
+    try:
+        catalogs, body = io.BytesIO(), io.BytesIO()
+        pickle.dump(ruleset.catalogs, catalogs, protocol=pickle.HIGHEST_PROTOCOL)
+        _Pickler(body, ruleset).dump(ruleset)
+        payload = len(catalogs.getvalue()).to_bytes(8, "little") + catalogs.getvalue() + body.getvalue()
+        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_atomic(entry, MAGIC + key + _digest(key, payload) + payload, mode=0o600)
+    except Exception as e:  # noqa: BLE001 — no cache is only slower; it never stops a quote
+        log.debug("rule-set cache not written to %s: %s", entry, e)
+
+
+def _read(entry: Path, key: bytes) -> Any | None:
+    """The cached rule set, or None if there is none fit to use."""
+    try:
+        with open(entry, "rb") as f:
+            info = os.fstat(f.fileno())
+            if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                log.warning("rule-set cache %s is not private to this user; not used", entry)
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    head = len(MAGIC)
+    stored_key, checksum, payload = data[head:head + DIGEST], data[head + DIGEST:head + 2 * DIGEST], \
+        data[head + 2 * DIGEST:]
+    if data[:head] != MAGIC or stored_key != key or checksum != _digest(key, payload):
+        return None        # stale (the files changed) or damaged
+    try:
+        size = int.from_bytes(payload[:8], "little")
+        catalogs = _Unpickler(io.BytesIO(payload[8:8 + size]), None, None).load()
+        functions = build_functions(catalogs)
+        return _Unpickler(io.BytesIO(payload[8 + size:]), catalogs, functions).load()
+    except Exception as e:  # noqa: BLE001 — whatever is wrong with it, the files are loaded instead
+        log.warning("rule-set cache %s could not be used (%s); loading the rule files", entry, e)
+        return None
+
+
+class _Pickler(pickle.Pickler):
+    """Formulas travel as their text; the catalogs and function registry as references."""
+
+    def __init__(self, file, ruleset):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.ruleset = ruleset
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Formula):
+            return ("formula", obj.text)
+        if obj is self.ruleset.catalogs:
+            return ("catalogs",)
+        if obj is self.ruleset.functions:
+            return ("functions",)
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, catalogs, functions):
+        super().__init__(file)
+        self.catalogs, self.functions = catalogs, functions
+
+    def persistent_load(self, pid):
+        if pid[0] == "formula" and self.functions is not None:
+            return compile_formula(pid[1], self.functions)
+        if pid == ("catalogs",) and self.catalogs is not None:
+            return self.catalogs
+        if pid == ("functions",) and self.functions is not None:
+            return self.functions
+        raise pickle.UnpicklingError(f"unexpected reference {pid!r}")
+
+    def find_class(self, module, name):
+        if module.startswith(ALLOWED_MODULES) or (module == "builtins" and name in ALLOWED_BUILTINS):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} has no place in a rule set")
