@@ -7,8 +7,10 @@ from pathlib import Path
 
 HELP = "mail service: IMAP in, SMTP replies"
 EXAMPLES = (("sizing mail --config mail.toml", "serve: answer each request in the mailbox by reply"),
-            ("sizing mail --config mail.toml --once", "one pass over the mailbox, then exit (from cron)"))
-EXIT = "0 stopped (SIGTERM or Ctrl-C) or the pass is done; 2 a bad config file; 1 --once failed (said on stderr)."
+            ("sizing mail --config mail.toml --once", "one pass over the mailbox, then exit (from cron)"),
+            ("sizing mail --config mail.toml --status", "what is it doing? (degraded: why)"))
+EXIT = ("0 stopped (SIGTERM or Ctrl-C) or the pass is done; 2 a bad config file; 1 --once failed "
+        "(said on stderr); --status: 1 if no service runs.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
