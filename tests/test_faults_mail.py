@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from support.faults import Cable, check_mail, data_export, status_file
+from support.faults import Cable, check_mail, endless_workbook, status_file
 from test_mail_crash import sizing_mail
 from test_mail_service import SEED_YAML, request, text
 
@@ -205,7 +205,7 @@ def test_a_recipient_refused_for_good_does_not_block_the_others(mailbox):
 
 def test_an_attachment_that_never_finishes_gets_a_polite_reply(mailbox):
     mailbox.configure(time_limit_seconds=1.5)
-    stuck = asking(1, "alice@example.com", ("export.xlsx", data_export(40_000)))
+    stuck = asking(1, "alice@example.com", ("endless.xlsx", endless_workbook()))
     normal = asking(2, "carol@example.com")
     mailbox.deliver(stuck)
     mailbox.deliver(normal)

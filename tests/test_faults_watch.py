@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.faults import (FileSizeLimit, SmallDisk, can_mount, check_folder, data_export,
+from support.faults import (FileSizeLimit, SmallDisk, can_mount, check_folder, endless_workbook,
                             locked_database, read_only)
 from test_watch_service import (check_batch, claims_left, drop, home,  # noqa: F401
                                 log_records, make_batch, oracle, product, start, status, valid_yaml,
@@ -133,43 +133,44 @@ def test_files_wait_out_a_folder_fault_and_go_through_once_it_is_fixed(fault, st
 # ---------------------------------------------------------------- per-job limits
 
 @pytest.fixture(scope="module")
-def export() -> bytes:
-    return data_export(40_000)     # about 12 s and 500 MB for the reader on an idle machine
+def endless() -> bytes:
+    return endless_workbook()      # never finishes; grows by about 100 MB a second
 
 
-def test_two_stuck_workbooks_do_not_hold_up_the_file_behind_them(start, tmp_path, export):
+def test_two_stuck_workbooks_do_not_hold_up_the_file_behind_them(start, tmp_path, endless):
     root = tmp_path / "svc"
-    w = start("--workers", "2", "--time-limit-seconds", "5")
+    # Memory left ample, so that time is the limit met (the memory one is the next test's).
+    w = start("--workers", "2", "--time-limit-seconds", "4", "--memory-limit-mb", "4000")
     wait_for(lambda: status(root).get("watchers") == 2 and status(root).get("state") == "running",
              60, "two watchers", w)
-    drop(root, {"export-1.xlsx": export, "export-2.xlsx": export})
-    wait_for(lambda: len(status(root).get("in_progress") or []) == 2, 30, "both exports taken", w)
+    drop(root, {"endless-1.xlsx": endless, "endless-2.xlsx": endless})
+    wait_for(lambda: len(status(root).get("in_progress") or []) == 2, 30, "both endless workbooks taken", w)
     dropped = time.monotonic()
     drop(root, {"normal.yaml": valid_yaml(1)})
     wait_for(lambda: (root / "archive" / "normal.yaml").exists(), 30, "the normal file", w)
     waited = time.monotonic() - dropped
     assert waited < 3.0, f"the normal file waited {waited:.1f} s behind the stuck ones"
 
-    wait_for(lambda: idle(root, ["export-1.xlsx", "export-2.xlsx"]), 60, "the exports to stop", w)
+    wait_for(lambda: idle(root, ["endless-1.xlsx", "endless-2.xlsx"]), 60, "the endless workbooks to stop", w)
     assert w.stop() == 0
-    ended = check_folder(root, ["export-1.xlsx", "export-2.xlsx", "normal.yaml"])
-    assert ended == {"export-1.xlsx": "failed", "export-2.xlsx": "failed", "normal.yaml": "archive"}
-    reason = (root / "failed" / "export-1.xlsx.reason.txt").read_text(encoding="utf-8")
-    assert "this workbook took longer than 5 s to read — is it the sizing intake?" in reason
+    ended = check_folder(root, ["endless-1.xlsx", "endless-2.xlsx", "normal.yaml"])
+    assert ended == {"endless-1.xlsx": "failed", "endless-2.xlsx": "failed", "normal.yaml": "archive"}
+    reason = (root / "failed" / "endless-1.xlsx.reason.txt").read_text(encoding="utf-8")
+    assert "this workbook took longer than 4 s to read — is it the sizing intake?" in reason
     assert "not in your file" not in reason                  # said as the file's matter, plainly
 
 
 def test_a_workbook_past_the_memory_limit_fails_plainly_and_the_next_one_flows(start, tmp_path,
-                                                                              export):
+                                                                              endless):
     root = tmp_path / "svc"
     w = start("--memory-limit-mb", "220")
-    drop(root, {"export.xlsx": export})
+    drop(root, {"endless.xlsx": endless})
     drop(root, {"after.yaml": valid_yaml(2)})
-    wait_for(lambda: idle(root, ["export.xlsx", "after.yaml"]), 60, "both files", w)
+    wait_for(lambda: idle(root, ["endless.xlsx", "after.yaml"]), 60, "both files", w)
     assert w.stop() == 0
-    assert check_folder(root, ["export.xlsx", "after.yaml"]) == {"export.xlsx": "failed",
+    assert check_folder(root, ["endless.xlsx", "after.yaml"]) == {"endless.xlsx": "failed",
                                                                "after.yaml": "archive"}
-    reason = (root / "failed" / "export.xlsx.reason.txt").read_text(encoding="utf-8")
+    reason = (root / "failed" / "endless.xlsx.reason.txt").read_text(encoding="utf-8")
     assert "needed more than 220 MB of memory to read — is it the sizing intake?" in reason
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from support.faults import data_export
+from support.faults import endless_workbook
 
 from engine.files import environment_fault
 from engine.job import run_job
@@ -88,16 +88,16 @@ def test_a_quote_in_its_own_process_brings_back_what_the_services_need(ruleset, 
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("export") / "export.xlsx"
-    path.write_bytes(data_export(40_000))
+def endless(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("endless") / "endless.xlsx"
+    path.write_bytes(endless_workbook())
     return path
 
 
 def test_past_the_time_limit_the_process_is_stopped_and_the_file_blamed_plainly(ruleset, tmp_path,
-                                                                                export):
+                                                                                endless):
     sandbox = Sandbox(Limits(seconds=0.5))
-    quoting = sandbox.start(export, tmp_path, "export", ruleset)
+    quoting = sandbox.start(endless, tmp_path, "endless", ruleset)
     job = quoting.wait()
     assert job.status == "failed" and [p.code for p in job.problems] == ["limit.time"]
     assert job.problems[0].message == ("this workbook took longer than 0.5 s to read — "
@@ -107,14 +107,14 @@ def test_past_the_time_limit_the_process_is_stopped_and_the_file_blamed_plainly(
     assert sandbox.run(SEED_YAML, tmp_path, "next", ruleset).ok     # by a fresh worker
 
 
-def test_past_the_memory_limit_the_same(ruleset, tmp_path, export):
-    job = Sandbox(Limits(memory_mb=200)).run(export, tmp_path, "export", ruleset)
+def test_past_the_memory_limit_the_same(ruleset, tmp_path, endless):
+    job = Sandbox(Limits(memory_mb=200)).run(endless, tmp_path, "endless", ruleset)
     assert [p.code for p in job.problems] == ["limit.memory"]
     assert "needed more than 200 MB of memory to read" in job.problems[0].message
 
 
-def test_a_quote_process_killed_from_outside_is_reported_not_lost(ruleset, tmp_path, export):
-    quoting = Sandbox(Limits()).start(export, tmp_path, "export", ruleset)
+def test_a_quote_process_killed_from_outside_is_reported_not_lost(ruleset, tmp_path, endless):
+    quoting = Sandbox(Limits()).start(endless, tmp_path, "endless", ruleset)
     os.kill(quoting.worker.pid, signal.SIGKILL)
     job = quoting.wait()
     assert job.status == "failed" and job.problems[0].code == "crashed"

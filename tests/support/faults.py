@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import resource
 import socket
 import sqlite3
@@ -203,37 +204,24 @@ def _close(*sockets: socket.socket) -> None:
 
 # ---------------------------------------------------------------- a workbook that takes for ever
 
-def data_export(rows: int, columns: int = 20) -> bytes:
-    """A valid workbook with one big sheet, as a data export dropped by mistake would be:
-    within the reader's size limits, but seconds of parsing and hundreds of MB of memory."""
-    letters = [chr(65 + i) for i in range(columns)]
-    body = "".join(f'<row r="{r}">' + "".join(f'<c r="{c}{r}"><v>{r * i}</v></c>'
-                                               for i, c in enumerate(letters)) + "</row>"
-                   for r in range(1, rows + 1))
-    main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-    rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-    pkg = "http://schemas.openxmlformats.org/package/2006"
-    parts = {
-        "[Content_Types].xml":
-            f'<Types xmlns="{pkg}/content-types"><Default Extension="rels" ContentType='
-            '"application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" '
-            'ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType='
-            '"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
-            '<Override PartName="/xl/worksheets/sheet1.xml" ContentType='
-            '"application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>',
-        "_rels/.rels": f'<Relationships xmlns="{pkg}/relationships"><Relationship Id="rId1" '
-                       f'Type="{rel}/officeDocument" Target="xl/workbook.xml"/></Relationships>',
-        "xl/workbook.xml": f'<workbook xmlns="{main}" xmlns:r="{rel}"><sheets><sheet name="Export" '
-                           'sheetId="1" r:id="rId1"/></sheets></workbook>',
-        "xl/_rels/workbook.xml.rels":
-            f'<Relationships xmlns="{pkg}/relationships"><Relationship Id="rId1" '
-            f'Type="{rel}/worksheet" Target="worksheets/sheet1.xml"/></Relationships>',
-        "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{main}"><sheetData>{body}</sheetData></worksheet>',
-    }
+SAMPLE_XLSX = Path(__file__).resolve().parents[2] / "samples" / "seed002-bert-base-8xv100.xlsx"
+
+
+def endless_workbook() -> bytes:
+    """The sample intake, 14 KB, with one line added: a merged range over a sheet's last
+    billion cells. The reader's size guards let it through (it is small, and a template);
+    openpyxl then makes an object for every merged cell — seconds, then minutes, and
+    hundreds of MB a second — so only the per-job limits stop it."""
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in parts.items():
-            archive.writestr(name, text)
+    with zipfile.ZipFile(SAMPLE_XLSX) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
+        for info in source.infolist():
+            body = source.read(info.filename)
+            if info.filename == "xl/worksheets/sheet3.xml":
+                text = body.decode("utf-8")
+                at = re.search(r"</sheetData>(<sheetProtection[^>]*/>)?", text).end()
+                body = (text[:at] + '<mergeCells count="1"><mergeCell ref="A2000:XFD1048576"/>'
+                        "</mergeCells>" + text[at:]).encode("utf-8")
+            copy.writestr(info, body)
     return out.getvalue()
 
 
