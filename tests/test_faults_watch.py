@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.faults import (FileSizeLimit, SmallDisk, can_mount, check_folder, endless_workbook,
-                            locked_database, read_only)
+                            locked_database, unwritable)
 from test_watch_service import (check_batch, claims_left, drop, home,  # noqa: F401
                                 log_records, make_batch, oracle, product, start, status, valid_yaml,
                                 wait_for)
@@ -104,7 +104,7 @@ def test_a_full_disk_makes_files_wait_and_they_go_through_once_it_is_freed(disk,
 
 # Each: the fault (given the service folder), and what the service must call it.
 FOLDER_FAULTS = {
-    "an outbox nobody may write": (lambda root: read_only(root / "outbox"),
+    "an outbox nobody may write": (lambda root: unwritable(root / "outbox"),
                                    lambda root: str(root / "outbox")),
     "a journal locked by another program": (
         lambda root: locked_database(root / ".sizing-journal.sqlite3"),

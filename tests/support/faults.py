@@ -93,10 +93,18 @@ class FileSizeLimit:
 # ---------------------------------------------------------------- a folder nobody may write
 
 @contextlib.contextmanager
-def read_only(folder: Path):
-    """The folder turns read-only, then writable again. Root ignores file modes, so as root
-    it becomes a read-only bind mount of itself; otherwise its mode is taken away."""
-    if os.geteuid() == 0:
+def unwritable(folder: Path):
+    """The folder cannot be written for a while. Root ignores file modes, so as root it
+    becomes a read-only bind mount of itself; as root where mounting is not allowed (a
+    container without CAP_SYS_ADMIN), a file stands in its place, as after a botched share
+    mapping; otherwise its write permission is taken away."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(0o755)
+    elif can_mount():
         subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
         subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
         try:
@@ -104,11 +112,14 @@ def read_only(folder: Path):
         finally:
             subprocess.run(["umount", str(folder)], check=True)
     else:
-        folder.chmod(0o555)
+        aside = folder.with_name(folder.name + ".aside")
+        folder.rename(aside)
+        folder.write_text("not a folder")
         try:
             yield
         finally:
-            folder.chmod(0o755)
+            folder.unlink()
+            aside.rename(folder)
 
 
 # ---------------------------------------------------------------- a journal someone else holds
