@@ -335,7 +335,10 @@ class MailService:
                     cfg.failed_folder, f"message too big ({params['mb']} MB)")
         if not might_have_attachment(meta.get(b"BODYSTRUCTURE")):
             return self._template(envelope, []), cfg.processed_folder, "no attachment"
-        raw = client.fetch([uid], ["BODY.PEEK[]"])[uid][b"BODY[]"]
+        raw = (client.fetch([uid], ["BODY.PEEK[]"]).get(uid) or {}).get(b"BODY[]")
+        if not isinstance(raw, bytes):
+            # a fetch cut short answers without the body: the connection failed, not the message
+            raise imaplib.IMAP4.abort(f"the body of message {uid} did not arrive")
         incoming = read_message(raw, max_message_bytes=cfg.max_message_bytes,
                                 max_attachment_bytes=cfg.max_attachment_bytes,
                                 max_attachments=cfg.max_attachments, own_address=cfg.sender)
