@@ -30,7 +30,14 @@ INPUT_TYPES = {
 EXTRA_INPUT_TYPES = {
     "micro_batch_size": "number", "lora_rank": "number", "flash_attention": "bool",
     "requests_total": "number", "tokens_per_sample": "number", "network_gb_s_per_gpu": "number",
+    "virtual_pipeline_stages": "number", "context_parallel": "number", "expert_parallel": "number",
+    "optimize_for": "text",
 }
+
+# Layout fields the planner chooses when an intake leaves them blank (DESIGN.md §4, `plan`).
+TRAINING_LAYOUT = ("zero_stage", "tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages",
+                   "context_parallel", "expert_parallel", "micro_batch_size", "activation_checkpointing")
+INFERENCE_LAYOUT = ("tensor_parallel", "expert_parallel", "concurrency")
 
 RESULT_KEYS = (
     "peak_tflops_per_gpu", "utilization_used", "scaling_efficiency", "effective_tflops_total",

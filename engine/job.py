@@ -56,7 +56,6 @@ class Job:
 def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None,
             formats: tuple[str, ...] = FORMATS) -> Job:
     """Quote one intake file. Never raises for bad input: the Job says what happened."""
-    from engine.calc.evaluate import evaluate
     from engine.calc.ruleset import current_ruleset
 
     job = Job(source=source, outdir=outdir, stem=stem or "")
@@ -72,7 +71,7 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
                 job.problems, job.status = problems, "invalid"
                 job.outputs = _write_errors(job)
             else:
-                job.results = evaluate(job.intake, ruleset)
+                job.results = quote_results(job.intake, ruleset)
                 job.status = "quoted"
                 job.outputs = write_quote(job, formats)
     except SizingError as e:
@@ -98,6 +97,20 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     return job
 
 
+def quote_results(intake: Intake, ruleset) -> Results:
+    """The intake evaluated with the planner's layout for its blanks, and the alternatives beside it."""
+    from engine.calc.alternatives import alternatives
+    from engine.calc.planner import planned
+    results, plan = planned(intake, ruleset)
+    results.plan = plan
+    try:
+        results.alternatives = alternatives(intake.values, ruleset, requested_layout=plan.chosen,
+                                            objective=str(intake.values.get("optimize_for") or "cost"))
+    except Exception:  # noqa: BLE001 — the quote stands without its alternatives; the log says why
+        log.exception("alternatives for %s could not be computed", intake.origin)
+    return results
+
+
 def read_checked(source: Path, ruleset) -> Intake:
     """Read and validate one intake; SizingError lists every problem."""
     from engine.intake.read import read
@@ -121,8 +134,9 @@ def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     if ruleset is None:
         from engine.calc.ruleset import current_ruleset
         ruleset = current_ruleset()
+    layout = job.results.plan.chosen if job.results.plan is not None else {}
     job.quote = view.build_quote(job.intake, job.results,
-                                 view.scaling_grid(job.intake, job.results, ruleset))
+                                 view.scaling_grid(job.intake, job.results, ruleset, layout))
     return write_outputs(job.quote, job.outdir, job.stem, formats)
 
 

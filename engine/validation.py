@@ -3,24 +3,100 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
+import numpy as np
+
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case
+from engine.calc.fitting import Coefficient, Rows, estimates, fit, informed_by, load_coefficients
+from engine.calc.planner import plan_layout
 from engine.intake.model import Intake
 from engine.job import validate_intake
 from engine.problems import Problem, SizingError
 
+MIN_SOURCES = 2     # a coefficient is fitted only where figures of two sources inform it
+
 
 def estimate(case: Case, ruleset) -> dict:
-    """Quote one case through the same validation and rules as any intake."""
+    """Quote one case through the same validation, planner and rules as any intake."""
+    values = planned_values(case, ruleset)
+    return evaluate(values, ruleset).values
+
+
+def planned_values(case: Case, ruleset) -> dict:
+    """The case's intake as validated, with the planner's layout for the fields it leaves blank."""
     values = {"customer": f"validation {case.id}", **case.intake}
     intake = Intake(values=values, sources={k: f"{case.where} {k}" for k in values}, kind="yaml")
     problems = validate_intake(intake, ruleset)
     if problems:
         raise SizingError([Problem(p.code, f"{case.id}: {p.where}", p.message) for p in problems])
-    return evaluate(intake, ruleset).values
+    return {**intake.values, **plan_layout(intake.values, ruleset).chosen}
+
+
+def rows_of(cases: list[Case], ruleset) -> dict[str, Rows]:
+    """Every measured figure as a row, by group."""
+    out: dict[str, list] = {}
+    for case in cases:
+        values = planned_values(case, ruleset)
+        for quantity, measured in case.measured.items():
+            out.setdefault(case.group, []).append((values, quantity, float(measured),
+                                                   case.source.get("id") or case.source.get("title", ""), case.id))
+    return {g: Rows([r[0] for r in rs], [r[1] for r in rs], np.array([r[2] for r in rs]),
+                    [r[3] for r in rs], [r[4] for r in rs]) for g, rs in out.items()}
+
+
+def shipped_coefficients(ruleset, coefficients: list[Coefficient]) -> dict[str, float]:
+    """The values the rule files hold now."""
+    return {c.rule: float(ruleset.rules[c.rule].formula.text) for c in coefficients}
+
+
+@dataclass
+class CrossValidation:
+    """In-sample and leave-one-source-out estimates of every figure, and what the fits chose."""
+
+    table: pd.DataFrame                    # case, group, quantity, source, measured, in_sample, out_of_sample
+    fitted: dict[str, float]               # every coefficient fitted on all sources
+    shipped: dict[str, float]
+    informed: dict[str, set[str]]          # coefficient → sources that move it
+    folds: dict[str, dict[str, float]]     # held-out source → coefficients fitted without it
+
+
+def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] | None = None) -> CrossValidation:
+    """Leave-one-source-out: each figure estimated with coefficients chosen without its own source."""
+    coefficients = load_coefficients(ruleset) if coefficients is None else coefficients
+    shipped = shipped_coefficients(ruleset, coefficients)
+    frames, fitted, informed, folds = [], dict(shipped), {}, {}
+    for group, rows in rows_of(cases, ruleset).items():
+        mine = [c for c in coefficients if c.group == group]
+        informed.update(informed_by(rows, ruleset, mine, shipped))
+        usable = [c for c in mine if len(informed[c.rule]) >= MIN_SOURCES]
+        fitted.update({c.rule: v for c, v in zip(usable, _values(fit(rows, ruleset, usable, shipped), usable))})
+        in_sample = estimates(rows, ruleset, _constant(shipped, len(rows)))
+        out = np.full(len(rows), np.nan)
+        sources = np.array(rows.source)
+        for source in sorted(set(rows.source)):
+            held = sources == source
+            fold = [c for c in usable if len(informed[c.rule] - {source}) >= MIN_SOURCES]
+            chosen = fit(rows.subset(~held), ruleset, fold, shipped)
+            folds.setdefault(source, {}).update({c.rule: chosen[c.rule] for c in fold})
+            test = rows.subset(held)
+            out[held] = estimates(test, ruleset, _constant(chosen, len(test)))
+        frames.append(pd.DataFrame({"case": rows.case, "group": group, "quantity": rows.quantity,
+                                    "source": rows.source, "measured": rows.measured,
+                                    "in_sample": in_sample, "out_of_sample": out}))
+    table = pd.concat(frames, ignore_index=True)
+    return CrossValidation(table, fitted, shipped, informed, folds)
+
+
+def _values(chosen: dict[str, float], coefficients: list[Coefficient]) -> list[float]:
+    return [chosen[c.rule] for c in coefficients]
+
+
+def _constant(values: dict[str, float], n: int) -> dict[str, np.ndarray]:
+    return {k: np.full(n, v) for k, v in values.items()}
 
 
 def compare(cases: list[Case], ruleset) -> pd.DataFrame:
@@ -38,17 +114,12 @@ def compare(cases: list[Case], ruleset) -> pd.DataFrame:
 
 
 def summarise(table: pd.DataFrame) -> dict:
-    """Per group (and per use): median absolute error, share within ±25%, worst case, worst factor."""
+    """Per group: median absolute error, shares within ±25% / ±35% / a factor of 1.5, the worst case."""
     out = {}
     for group in GROUPS:
         rows = table[table["group"] == group]
-        if rows.empty:
-            continue
-        out[group] = _stats(rows)
-        for use in ("choose", "check"):
-            part = rows[rows["use"] == use]
-            if not part.empty:
-                out[group][use] = _stats(part)
+        if not rows.empty:
+            out[group] = _stats(rows)
     return out
 
 
@@ -57,7 +128,8 @@ def _stats(rows: pd.DataFrame) -> dict:
     factor = (rows["estimated"] / rows["measured"]).map(lambda r: max(r, 1 / r) if r > 0 else math.inf)
     worst = rows.loc[err.idxmax()] if err.notna().any() else rows.iloc[0]
     return {"cases": int(len(rows)), "median_abs_error": float(err.median()),
-            "within_25pct": float((err <= 0.25).mean()), "worst_case": str(worst["case"]),
+            "within_25pct": float((err <= 0.25).mean()), "within_35pct": float((err <= 0.35).mean()),
+            "within_factor_1_5": float((factor <= 1.5).mean()), "worst_case": str(worst["case"]),
             "worst_quantity": str(worst["quantity"]), "worst_error": float(err.max()),
             "worst_factor": float(factor.max())}
 
@@ -66,16 +138,45 @@ def render_text(table: pd.DataFrame, summary: dict) -> str:
     shown = table.assign(error=table["error"].map(lambda e: f"{e:+.1%}"))
     with pd.option_context("display.width", 200, "display.max_colwidth", 46,
                            "display.float_format", "{:,.4g}".format):
-        lines = [shown[["case", "quantity", "measured", "estimated", "error", "use"]].to_string(index=False), ""]
-    for group, s in summary.items():
-        lines.append(f"{group:9s}  median |error| {s['median_abs_error']:.1%}  within ±25% {s['within_25pct']:.0%}  "
-                     f"worst {s['worst_case']} ({s['worst_quantity']}) {s['worst_error']:.1%}, "
-                     f"factor {s['worst_factor']:.2f}  [{s['cases']} figures]")
-        for use, label in (("choose", "chosen from"), ("check", "held out")):
-            if use in s:
-                u = s[use]
-                lines.append(f"           {label:11s} median {u['median_abs_error']:.1%}, worst {u['worst_error']:.1%} "
-                             f"[{u['cases']}]")
+        lines = [shown[["case", "quantity", "measured", "estimated", "error"]].to_string(index=False), ""]
+    lines += [_group_line(group, s) for group, s in summary.items()]
+    return "\n".join(lines)
+
+
+def _group_line(group: str, s: dict, label: str = "") -> str:
+    return (f"{group:9s} {label}median |error| {s['median_abs_error']:.1%}  within ±25% {s['within_25pct']:.0%}, "
+            f"±35% {s['within_35pct']:.0%}, ×1.5 {s['within_factor_1_5']:.0%}  worst {s['worst_case']} "
+            f"({s['worst_quantity']}) factor {s['worst_factor']:.2f}  [{s['cases']} figures]")
+
+
+def cv_tables(cv: CrossValidation) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(in-sample, out-of-sample) in compare()'s shape: one row per figure with its error."""
+    def table(column: str) -> pd.DataFrame:
+        t = cv.table[["case", "group", "quantity", "source", "measured"]].copy()
+        t["estimated"] = cv.table[column]
+        t["error"] = t["estimated"] / t["measured"] - 1
+        return t
+    return table("in_sample"), table("out_of_sample")
+
+
+def render_cv_text(cv: CrossValidation) -> str:
+    """Per figure and group, in-sample beside out-of-sample; per coefficient, what the fits chose."""
+    ins, oos = cv_tables(cv)
+    shown = ins[["case", "quantity", "source", "measured"]].assign(
+        in_sample=ins["error"].map(lambda e: f"{e:+.1%}"), out_of_sample=oos["error"].map(lambda e: f"{e:+.1%}"))
+    with pd.option_context("display.width", 220, "display.max_colwidth", 46):
+        lines = [shown.to_string(index=False), ""]
+    a, b = summarise(ins), summarise(oos)
+    for group in a:
+        lines.append(_group_line(group, a[group], "in sample      "))
+        lines.append(_group_line(group, b[group], "out of sample  "))
+    lines += ["", "coefficient                  in the rules   fitted on all sources   range without one source   sources"]
+    for rule, shipped in cv.shipped.items():
+        sources = cv.informed.get(rule, set())
+        folds = [f[rule] for f in cv.folds.values() if rule in f]
+        fitted = f"{cv.fitted[rule]:.3g}" if len(sources) >= MIN_SOURCES else "default (too few sources)"
+        spread = f"{min(folds):.3g}–{max(folds):.3g}" if folds else "—"
+        lines.append(f"{rule:28s} {shipped:<14.3g} {fitted:<23s} {spread:<26s} {len(sources)}")
     return "\n".join(lines)
 
 

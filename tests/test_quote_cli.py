@@ -31,7 +31,14 @@ def test_json_document_for_a_training_intake(tmp_path):
     proc = sizing("quote", ROOT / "samples" / "seed002-bert-base-8xv100.yaml", "-o", tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert set(doc) == {"inputs", "results", "warnings", "trace", "ruleset"}
+    # DESIGN.md §4: the five keys, and what the planner chose beside the alternatives it weighed
+    assert set(doc) == {"inputs", "results", "warnings", "trace", "ruleset", "plan", "alternatives"}
+    assert set(doc["plan"]) >= {"chosen", "by", "runner_up"}
+    assert set(doc["plan"]["by"].values()) <= {"intake", "planner"}
+    assert "zero_stage" in doc["plan"]["chosen"] and "zero_stage" not in doc["inputs"]
+    for option in doc["alternatives"]:
+        assert {"gpu", "gpu_count", "precision", "fits_in_memory", "cost_total", "training_time_days"} <= set(option)
+    assert doc["alternatives"][0]["requested"] and doc["alternatives"][0]["gpu"] == "nvidia-v100-sxm2-32gb"
     assert doc["results"]["training_time_hours"] == pytest.approx(0.5)       # seed 002: 30 minutes
     assert doc["inputs"]["gpu"] == "nvidia-v100-sxm2-32gb"                    # the alias V100, resolved
     assert set(RESULT_KEYS) - INFERENCE_ONLY - {"gpus_for_deadline"} <= set(doc["results"])
@@ -43,9 +50,12 @@ def test_json_document_for_a_training_intake(tmp_path):
 def test_json_document_for_an_inference_intake(tmp_path):
     proc = sizing("quote", ROOT / "samples" / "llama-70b-online-8xh100.yaml", "-o", tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
-    results = json.loads(proc.stdout)["results"]
+    doc = json.loads(proc.stdout)
+    results = doc["results"]
     assert INFERENCE_ONLY <= set(results)
     assert not (TRAINING_ONLY & set(results))
+    for option in doc["alternatives"]:
+        assert {"gpu", "gpu_count", "precision", "fits_in_memory", "cost_total", "output_tokens_per_s"} <= set(option)
 
 
 def test_invalid_yaml_intake_exits_2_with_every_problem_by_key(tmp_path):

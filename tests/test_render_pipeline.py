@@ -37,12 +37,12 @@ def test_sample_quotes(tmp_path, name):
             assert quoted[key] == pytest.approx(doc["results"][key], rel=1e-9)
 
     wb = openpyxl.load_workbook(xlsx)
-    assert len(wb.sheetnames) >= 5 and wb.active == wb.worksheets[0]
-    audit = wb.worksheets[3]
+    assert len(wb.sheetnames) >= 6 and wb.active == wb.worksheets[0]
+    audit = wb.worksheets[4]
     assert audit.max_row == len(job.results.trace) + 1
     if job.intake.kind == "xlsx":   # the salesperson's own sheets, after ours
         original = openpyxl.load_workbook(SAMPLES_DIR / name)
-        assert wb.sheetnames[4:] == original.sheetnames
+        assert wb.sheetnames[5:] == original.sheetnames
         first = original.worksheets[0]
         kept = wb[first.title]
         assert [[c.value for c in r] for r in kept.iter_rows()] == \
@@ -62,8 +62,9 @@ def test_scaling_grid_asks_evaluate_grid_for_gpu_counts(tmp_path, monkeypatch):
     job = make_job(tmp_path)
     job.ruleset = marker = object()
     frame = render.scaling_grid(job.intake, job.results, job.ruleset)
-    assert calls == [(job.intake, marker, {"gpu_count": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
-                                                         1024]})]
+    # the intake's values as given (the results repeat them), at the counts the layout allows
+    assert calls == [({**job.intake.values, **job.results.inputs}, marker,
+                      {"gpu_count": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]})]
     assert list(frame["gpu_count"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from engine.calc.formula import FormulaError, is_array
-from engine.calc.functions import is_given
+from engine.calc.functions import is_given, missing
 from engine.calc.lookups import READS
 from engine.calc.results import Notice, Results, Step, plain
 from engine.problems import Problem, SizingError
@@ -18,9 +18,14 @@ from engine.problems import Problem, SizingError
 MISSING = {"number": np.float64("nan"), "text": "", "bool": False}
 
 
-def evaluate(intake, ruleset, *, only: Iterable[str] | None = None) -> Results:
-    """Every rule that applies to this intake, in dependency order, with its trace and warnings."""
-    values = input_values(intake)
+def evaluate(intake, ruleset, *, only: Iterable[str] | None = None, layout: dict | None = None) -> Results:
+    """Every rule that applies to this intake, in dependency order, with its trace and warnings.
+
+    `layout` adds the planner's choices for fields the intake left blank; they shape the
+    results but are not inputs (`Results.inputs` holds only what the intake gave).
+    """
+    given = input_values(intake)
+    values = {**given, **(layout or {})}
     scope, pinned = _scope(values, ruleset)
     wanted = _ancestors(ruleset, only) if only is not None else None
     reads: list = []
@@ -31,7 +36,8 @@ def evaluate(intake, ruleset, *, only: Iterable[str] | None = None) -> Results:
             notices = _warnings(ruleset, scope) if wanted is None else []
     finally:
         READS.reset(recording)
-    used = {k: _native(scope[k]) for k in ruleset.input_types if is_given(_native(scope[k]))}
+    used = {k: _native(_coerce(given[k], kind)) for k, kind in ruleset.input_types.items()
+            if k in given and is_given(_native(_coerce(given[k], kind)))}
     return Results(applied, trace, notices, ruleset.version, used)
 
 
@@ -64,14 +70,17 @@ def _traced(ruleset, values: dict, scope: dict, pinned: set[str], wanted, reads:
     return applied, trace
 
 
-def evaluate_grid(intake, ruleset, grid: dict[str, Iterable]) -> pd.DataFrame:
-    """One row per combination of the grid's values (every rule a column), in one numpy pass."""
+def evaluate_grid(intake, ruleset, grid: dict[str, Iterable], *, only: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per combination of the grid's values (every rule a column), in one numpy pass.
+
+    `only` limits the work to the rules those results need (and the columns to them).
+    """
     values = input_values(intake)
     keys = list(grid)
     axes = [np.asarray(list(grid[k])) for k in keys]
     count = math.prod(len(a) for a in axes) if axes else 1
     grids = np.meshgrid(*axes, indexing="ij") if axes else []
-    return evaluate_columns(values, ruleset, {k: g.ravel() for k, g in zip(keys, grids)}, count)
+    return evaluate_columns(values, ruleset, {k: g.ravel() for k, g in zip(keys, grids)}, count, only=only)
 
 
 def input_values(intake) -> dict:
@@ -79,34 +88,51 @@ def input_values(intake) -> dict:
     return dict(intake) if isinstance(intake, dict) else dict(intake.values)
 
 
-def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int) -> pd.DataFrame:
-    """Evaluate with some inputs given as equal-length arrays (scenarios); others stay scalars."""
+def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int, *,
+                     only: Iterable[str] | None = None) -> pd.DataFrame:
+    """Evaluate with some inputs given as equal-length arrays (scenarios); others stay scalars.
+
+    Every rule (or, with `only`, just those results and what they read) becomes a column,
+    beside the given columns and one `warning.<code>` column per warning rule.
+    """
     merged = dict(values)
     types = {**ruleset.input_types, **{r.name: r.type for r in ruleset.rules.values()}}
     for key, column in columns.items():
         merged[key] = _coerce_array(column, types.get(key, "number"))
     scope, pinned = _scope(merged, ruleset)
     pinned |= set(columns) & set(ruleset.rules)
+    wanted = _ancestors(ruleset, only) if only is not None else None
     with np.errstate(all="ignore"):
         for rule in ruleset.rules.values():
-            if rule.name in pinned:
-                scope[rule.name] = merged[rule.name] if rule.name in columns \
-                    else _coerce(merged[rule.name], rule.type)
+            if wanted is not None and rule.name not in wanted:
                 continue
-            value = _run(rule, rule.formula, scope) if rule.when is None else None
-            if rule.when is not None:
-                mask = _run(rule, rule.when, scope)
-                if not is_array(mask):
-                    value = _run(rule, rule.formula, scope) if mask else MISSING[rule.type]
-                else:
-                    value = np.where(mask, _run(rule, rule.formula, scope), MISSING[rule.type])
-            scope[rule.name] = value
+            if rule.name in pinned:
+                given = merged[rule.name] if rule.name in columns else _coerce(merged[rule.name], rule.type)
+                blank = missing(given) if is_array(given) else None
+                if blank is None or not blank.any():
+                    scope[rule.name] = given
+                    continue
+                # some scenarios give this value, others leave it to the rule
+                scope[rule.name] = np.where(blank, _rule_value(rule, scope), given)
+                continue
+            scope[rule.name] = _rule_value(rule, scope)
         out = {k: np.broadcast_to(columns[k], count) for k in columns}
-        for name in ruleset.rules:
+        for name in (ruleset.rules if only is None else [n for n in only if n in ruleset.rules]):
             out.setdefault(name, np.broadcast_to(np.asarray(scope[name]), count))
-        for w in ruleset.warnings:
-            out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
+        if only is None:
+            for w in ruleset.warnings:
+                out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
     return pd.DataFrame(out)
+
+
+def _rule_value(rule, scope):
+    """A rule's value over the scenarios: its formula where `when:` holds, blank elsewhere."""
+    if rule.when is None:
+        return _run(rule, rule.formula, scope)
+    mask = _run(rule, rule.when, scope)
+    if not is_array(mask):
+        return _run(rule, rule.formula, scope) if mask else MISSING[rule.type]
+    return np.where(mask, _run(rule, rule.formula, scope), MISSING[rule.type])
 
 
 def _scope(values: dict, ruleset) -> tuple[dict, set[str]]:

@@ -61,6 +61,11 @@ def _first(scope, *options):
     return result
 
 
+def missing(value):
+    """Where a value (or each value of an array) is blank: NaN, empty text or None."""
+    return _missing(value)
+
+
 def _missing(value):
     if is_array(value):
         if value.dtype.kind == "f":
@@ -121,6 +126,21 @@ def _next_pow2(x):
     return out if out.ndim else np.float64(out)
 
 
+def _switch(value, *pairs):
+    """switch(x, "a", result_a, "b", result_b, ..., otherwise): the result for the first case equal to x, else `otherwise` — like a spreadsheet's SWITCH."""
+    *cases, otherwise = pairs
+    if len(pairs) % 2 == 0:
+        raise FormulaError("formula.arity", "switch(x, case, result, ..., otherwise) needs an `otherwise` value "
+                                            "after its case/result pairs.")
+    if not is_array(value) and not any(is_array(c) for c in cases[1::2]):
+        for case, result in zip(cases[0::2], cases[1::2]):
+            if value == case:
+                return result
+        return otherwise
+    conditions = [np.equal(value, case) for case in cases[0::2]]
+    return np.select(conditions, list(cases[1::2]), otherwise)
+
+
 PURE = {
     "min": (_min, ("number", "number"), "number", True),
     "max": (_max, ("number", "number"), "number", True),
@@ -136,6 +156,7 @@ PURE = {
     "exp": (np.exp, ("number",), "number", False),
     "next_pow2": (_next_pow2, ("number",), "number", False),
     "given": (_given, ("any",), "bool", False),
+    "switch": (_switch, ("any", "any"), "same", True),
 }
 _PURE_DOCS = {
     "ceil": "ceil(x): x rounded up to a whole number.",
@@ -175,6 +196,8 @@ def _catalog_functions(catalogs, tables: dict) -> list[FunctionSpec]:
         FunctionSpec("model_spec", look.model_spec, ("text", "text"), "number", look.model_spec.__doc__,
                      constant_args=quoted2, catalog="models"),
         FunctionSpec("model_info", look.model_info, ("text", "text"), "text", look.model_info.__doc__,
+                     constant_args=quoted2, catalog="models"),
+        FunctionSpec("model_flag", look.model_flag, ("text", "text"), "bool", look.model_flag.__doc__,
                      constant_args=quoted2, catalog="models"),
         FunctionSpec("optimizer_spec", look.optimizer_spec, ("text", "text"), "number",
                      look.optimizer_spec.__doc__, constant_args=quoted2, catalog="optimizers"),

@@ -117,6 +117,10 @@ class Lookups:
         """model_info(model, "field"): a text field from catalogs/models.yaml, e.g. model_info(model, "kind")."""
         return _per_id(model, lambda m: self._text("models", m, field), "text")
 
+    def model_flag(self, model, field):
+        """model_flag(model, "field"): true when the catalogs/models.yaml field is true, e.g. model_flag(model, "tied_embeddings"); false when absent."""
+        return _per_id(model, lambda m: _dig(self._entry("models", m) or {}, field) is True, "bool")
+
     def optimizer_spec(self, optimizer, field):
         """optimizer_spec(optimizer, "field"): bytes per trainable parameter from catalogs/optimizers.yaml ("state_bytes", "master_bytes")."""
         return _per_id(optimizer, lambda o: self._number("optimizers", o, field), "number")

@@ -57,6 +57,8 @@ class Results:
     warnings: list[Notice]
     ruleset: str
     inputs: dict[str, Any] = field(default_factory=dict)   # resolved inputs used
+    plan: Any = None                 # the layout the planner chose (engine.calc.planner.Plan)
+    alternatives: list = field(default_factory=list)       # engine.calc.alternatives.Option, requested first
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.trace if s.name == name), None)
@@ -75,6 +77,8 @@ class Results:
                                    for c in s.sources]}
                       for s in self.trace],
             "ruleset": self.ruleset,
+            **({"plan": self.plan.to_json()} if self.plan is not None else {}),
+            **({"alternatives": [o.to_json() for o in self.alternatives]} if self.alternatives else {}),
         }
 
 

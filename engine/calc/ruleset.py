@@ -478,14 +478,15 @@ def _infer(node: ast.AST, types: dict[str, str], functions) -> str:
         arg_types = [_infer(a, types, functions) for a in node.args]
         for index, (t, a) in enumerate(zip(arg_types, node.args)):
             want = spec.arg_type(index)
-            if name in ("if",) and index > 0:
+            if name in ("if", "switch") and index > 0:
                 continue
             if want != "any" and t not in (want, "any"):
                 raise FormulaError("rules.type", f"argument {index + 1} of {name}() should be {want}, but "
                                    f"`{ast.unparse(a)}` is {t}.")
         if spec.returns != "same":
             return spec.returns
-        values = arg_types[1:] if name == "if" else arg_types
+        values = arg_types[1:] if name == "if" else \
+            arg_types[2::2] + arg_types[-1:] if name == "switch" else arg_types
         kinds = {t for t in values if t != "any"}
         if len(kinds) > 1:
             raise FormulaError("rules.type", f"{name}() mixes {' and '.join(sorted(kinds))} values; "

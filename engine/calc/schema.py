@@ -12,7 +12,7 @@ from engine.paths import CATALOGS_DIR, LANGUAGES
 from engine.problems import Problem, SizingError
 
 SCHEMA_FILE = "schema.yaml"
-TYPES = ("text", "number", "integer", "text list", "labels", "mapping")
+TYPES = ("text", "number", "integer", "yes/no", "text list", "labels", "mapping")
 FIELD_KEYS = {"type", "unit", "range", "required", "choices", "help"}
 NUMERIC = ("number", "integer")
 
@@ -205,6 +205,9 @@ class EntryCheck:
                 self._error("catalog.choice", where, f"`{spec.path}` of `{name}` is `{value}`, which is not one of "
                             f"{', '.join(spec.choices)}{did_you_mean(value, spec.choices)} A new one is added to "
                             f"`choices:` of `{spec.path}` in catalogs/{SCHEMA_FILE}.")
+        elif kind == "yes/no":
+            if not isinstance(value, bool):
+                self._error("catalog.type", where, f"`{spec.path}` of `{name}` must be true or false, not {value!r}.")
         elif kind == "text list":
             if not isinstance(value, list) or any(isinstance(v, (dict, list)) for v in value):
                 self._error("catalog.type", where, f"`{spec.path}` of `{name}` must be a list of names, "

@@ -1,34 +1,156 @@
-"""A grid of configurations evaluated in one numpy pass, and the best that works."""
+"""The sweep: every GPU × count × precision laid out by the planner in array passes, ranked, with why the rest fail."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
 import pandas as pd
 
-from engine.calc.evaluate import evaluate_grid
+from engine.calc.evaluate import evaluate, evaluate_columns, input_values
+from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, plan_outputs,
+                                 rank_layouts)
+from engine.calc.targets import CRITERIA, misses, objective_score
 from engine.problems import Problem, SizingError
 
 OBJECTIVES = {"cost": "cost_total", "time": "job_hours", "gpus": "gpu_count"}
-SHOWN = ["gpu", "gpu_count", "precision", "job_hours", "training_time_days", "ttft_ms", "tpot_ms",
-         "output_tokens_per_s", "memory_per_gpu_gb", "gpu_memory_gb", "cost_total",
-         "cost_per_million_tokens", "bottleneck"]
+SHOWN = ["gpu_name", "gpu_count", "precision", "layout", "training_time_days", "ttft_ms", "tpot_ms",
+         "output_tokens_per_s", "memory_per_gpu_gb", "gpu_memory_gb", "cost_total", "cost_per_million_tokens",
+         "bottleneck", "misses"]
+FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_per_million_tokens", "memory_per_gpu_gb",
+           "gpu_memory_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets", "meets_throughput",
+           "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
+           "throughput_needed", "bottleneck", "gpu_name")
 
 
-def sweep(values: dict, ruleset, grid: dict[str, list]) -> pd.DataFrame:
-    return evaluate_grid(values, ruleset, {k: v for k, v in grid.items() if v})
+@dataclass
+class Sweep:
+    """One row per configuration with its planned layout, qualifying ones first; what was left out and why."""
+
+    table: pd.DataFrame
+    scenarios: int                                   # layouts evaluated in all
+    objective: str = "cost"
+    left_out: list[tuple[str, str]] = field(default_factory=list)   # (GPU name, precision) it lacks
+
+    @property
+    def qualifying(self) -> pd.DataFrame:
+        return self.table[self.table["qualifies"]] if len(self.table) else self.table
+
+    def failures(self) -> dict[str, int]:
+        """How many configurations miss each criterion (one may miss several)."""
+        if not len(self.table):
+            return {}
+        misses = self.table["misses"]
+        return {c: int(misses.str.contains(c, regex=False).sum()) for c in CRITERIA
+                if misses.str.contains(c, regex=False).any()}
+
+    def nearest(self) -> pd.Series | None:
+        """The configuration that misses by the least (its `shortfall` is the factor it lacks)."""
+        missing = self.table[~self.table["qualifies"]] if len(self.table) else self.table
+        return missing.iloc[0] if len(missing) else None
 
 
-def recommend(table: pd.DataFrame, objective: str) -> pd.DataFrame:
-    """Scenarios that fit and meet their targets, best first by the objective."""
-    ok = table["fits_in_memory"].astype(bool)
-    if "meets_latency_targets" in table and table["is_inference"].any():
-        targets = table["meets_latency_targets"]
-        ok &= targets.astype(bool) | ~(table.get("warning.latency_target_missed", False))
-    for warning in ("warning.deadline_missed", "warning.throughput_short", "warning.latency_target_missed"):
-        if warning in table:
-            ok &= ~table[warning].astype(bool)
-    ranked = table[ok]
-    key = objective if objective in ranked and ranked[objective].notna().any() else "cost_total"
-    return ranked.sort_values([key, "gpu_count"], kind="stable")
+def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
+          progress: Callable[[Iterable, int], Iterable] | None = None) -> Sweep:
+    """Each GPU × count × precision of `grid` (blank axes keep the intake's value), with the layout
+    the planner would choose for it; precisions a GPU lacks are left out, not quoted at a fallback."""
+    values = input_values(intake)
+    workload = values.get("workload")
+    gpus = [ruleset.catalogs.resolve_gpu(g) or g for g in (grid.get("gpu") or [values.get("gpu")])]
+    counts = [int(c) for c in (grid.get("gpu_count") or [values.get("gpu_count")])]
+    precisions = list(grid.get("precision") or [values.get("precision")])
+    given = given_layout(values, workload)
+    outputs = tuple(dict.fromkeys(plan_outputs(workload) + FIGURES))
+    outputs = tuple(o for o in outputs if o in ruleset.rules)
+    has_precision = ruleset.functions["has_precision"].fn
+    tasks = [(g, p) for g in gpus for p in precisions]
+    rows, scenarios, left_out, candidates = [], 0, [], {}
+    for gpu, precision in (progress(tasks, len(tasks)) if progress else tasks):
+        base = {**values, "gpu": gpu, "precision": precision}
+        if not has_precision(gpu, precision):
+            left_out.append((_gpu_name(ruleset, gpu), precision))
+            continue
+        if gpu not in candidates:
+            candidates[gpu] = _candidates(base, ruleset, counts, given, workload)
+        columns, blocks = candidates[gpu]
+        frame = evaluate_columns(base, ruleset, columns, len(columns["gpu_count"]), only=outputs)
+        scenarios += len(frame)
+        for count, start, stop in blocks:
+            part = frame.iloc[start:stop].reset_index(drop=True)
+            layouts = {k: v[start:stop] for k, v in columns.items() if k != "gpu_count"}
+            order, _ = rank_layouts(part, layouts, workload, {**values, "gpu_count": count})
+            best = order[0]
+            layout = chosen_layout(part, layouts, best, workload, given)
+            rows.append({"gpu": gpu, "gpu_count": count, "precision": precision,
+                         **{k: _plain(part[k].iloc[best]) for k in outputs if k in part},
+                         "layout_values": layout, "layout": describe_layout(layout),
+                         "divides": _divides(layout, count)})
+    table = _ranked(pd.DataFrame(rows), values, objective)
+    return Sweep(table=table, scenarios=scenarios, objective=objective, left_out=left_out)
+
+
+def _candidates(base: dict, ruleset, counts: list[int], given: dict, workload: str):
+    """The planner's candidate layouts for every count, stacked with a gpu_count column, and each count's rows."""
+    shape = evaluate(base, ruleset, only=SHAPE).values
+    parts, blocks, start = [], [], 0
+    for count in counts:
+        columns = layout_candidates({**base, "gpu_count": count}, shape, given, workload)
+        size = len(next(iter(columns.values())))
+        parts.append(columns)
+        blocks.append((count, start, start + size))
+        start += size
+    keys = list(dict.fromkeys(k for p in parts for k in p))
+    stacked = {k: np.concatenate([p.get(k, np.ones(len(next(iter(p.values()))))) for p in parts]) for k in keys}
+    stacked["gpu_count"] = np.concatenate([np.full(stop - begin, float(count)) for count, begin, stop in blocks])
+    return stacked, blocks
+
+
+def _ranked(table: pd.DataFrame, values: dict, objective: str) -> pd.DataFrame:
+    """Qualifying configurations best first by the objective; then the rest, nearest miss first."""
+    if table.empty:
+        return table.assign(qualifies=pd.Series(dtype=bool), misses=pd.Series(dtype=str),
+                            shortfall=pd.Series(dtype=float))
+    failed, worst = misses(table, values)
+    table["misses"] = [", ".join(c for c in CRITERIA if failed[c][i]) for i in range(len(table))]
+    table["qualifies"] = table["misses"] == ""
+    table["shortfall"] = worst
+    table["_score"] = np.where(table["qualifies"], objective_score(table, objective), table["shortfall"])
+    table = table.sort_values(["qualifies", "_score", "gpu_count"], ascending=[False, True, True], kind="stable")
+    return table.drop(columns="_score").reset_index(drop=True)
+
+
+def describe_layout(layout: dict) -> str:
+    """A layout in the words engineers use: "TP 4 · PP 2 · ZeRO 1 · micro-batch 2 · recompute"."""
+    names = (("tensor_parallel", "TP"), ("pipeline_parallel", "PP"), ("virtual_pipeline_stages", "VPP"),
+             ("context_parallel", "CP"), ("expert_parallel", "EP"), ("zero_stage", "ZeRO"),
+             ("micro_batch_size", "micro-batch"), ("concurrency", "batch"))
+    parts = []
+    for key, name in names:
+        value = layout.get(key)
+        if value is None or (key != "zero_stage" and key not in ("concurrency", "micro_batch_size")
+                             and value == 1):
+            continue
+        parts.append(f"{name} {value}")
+    if layout.get("activation_checkpointing") is True:
+        parts.append("recompute")
+    return " · ".join(parts) or "one GPU per replica"
+
+
+def _divides(layout: dict, count: int) -> bool:
+    split = 1
+    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+        split *= int(layout.get(key) or 1)
+    return count >= split and count % split == 0
+
+
+def _gpu_name(ruleset, gpu: str) -> str:
+    return (ruleset.catalogs.gpus.get(gpu) or {}).get("name", gpu)
+
+
+def _plain(value):
+    value = value.item() if hasattr(value, "item") else value
+    return value
 
 
 def parse_grid(gpus: str, counts: str, precisions: str, catalogs) -> dict[str, list]:
@@ -44,9 +166,11 @@ def parse_grid(gpus: str, counts: str, precisions: str, catalogs) -> dict[str, l
         resolved.append(gid)
     grid["gpu"] = resolved
     try:
-        grid["gpu_count"] = [float(c) for c in counts.split(",") if c.strip()]
+        grid["gpu_count"] = [int(c) for c in counts.split(",") if c.strip()]
+        if any(c < 1 for c in grid["gpu_count"]):
+            raise ValueError
     except ValueError:
-        problems.append(Problem("sweep.count", "--gpu-count", "GPU counts must be whole numbers, e.g. 1,2,4,8."))
+        problems.append(Problem("sweep.count", "--gpu-count", "GPU counts must be whole numbers from 1, e.g. 1,2,4,8."))
     resolved_precisions = []
     for p in (p.strip() for p in precisions.split(",") if p.strip()):
         pid = catalogs.resolve_precision(p)

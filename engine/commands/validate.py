@@ -14,6 +14,7 @@ HELP = "compare estimates with published measurements"
 EXAMPLES = (("sizing validate", "every published case beside its estimate, and the error by group"),
             ("sizing validate --max-median-error training=0.10 --max-worst-factor inference=1.6",
              "fail past these limits (in CI)"),
+            ("sizing validate --cv", "each figure also out of sample: coefficients chosen without its own source"),
             ("sizing validate --json", "the same as JSON"))
 EXIT = "0 within every limit given; 1 a limit exceeded (FAIL lines); 2 a bad cases file or limit."
 
@@ -22,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED_CASES,
                         help="cases file (default: validation/published.yaml)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--cv", action="store_true",
+                        help="leave-one-source-out: refit the coefficients (validation/fitting.yaml) once per "
+                             "source without it and estimate its figures; limits then apply out of sample")
     parser.add_argument("--max-median-error", action="append", default=[], metavar="GROUP=FRACTION",
                         help="fail if a group's median absolute error exceeds this, e.g. training=0.10")
     parser.add_argument("--max-worst-error", action="append", default=[], metavar="GROUP=FRACTION",
@@ -33,10 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from engine.calc.evidence import GROUPS, load_cases
     from engine.calc.ruleset import current_ruleset
-    from engine.validation import check_limits, compare, render_text, summarise
+    from engine.validation import (check_limits, compare, cross_validate, cv_tables, render_cv_text,
+                                   render_text, summarise)
     try:
         limits = parse_limits(args, GROUPS)
-        table = compare(load_cases(args.file), current_ruleset())
+        cases = load_cases(args.file)
+        if args.cv:
+            cv = cross_validate(cases, current_ruleset())
+            inside, table = cv_tables(cv)
+        else:
+            table = compare(cases, current_ruleset())
     except SizingError as e:
         for p in e.problems:
             print(p, file=sys.stderr)
@@ -44,10 +54,14 @@ def run(args) -> int:
     summary = summarise(table)
     failures = check_limits(summary, limits)
     if args.json:
-        print(json.dumps({"cases": table.to_dict("records"), "groups": summary, "failures": failures},
-                         indent=2, default=float))
+        document = {"cases": table.to_dict("records"), "groups": summary, "failures": failures}
+        if args.cv:
+            document |= {"in_sample": summarise(inside), "out_of_sample": summary,
+                         "coefficients": {r: {"rules": cv.shipped[r], "fitted": cv.fitted[r],
+                                              "sources": sorted(cv.informed.get(r, ()))} for r in cv.shipped}}
+        print(json.dumps(document, indent=2, default=float))
     else:
-        print(render_text(table, summary))
+        print(render_cv_text(cv) if args.cv else render_text(table, summary))
         for f in failures:
             print(f"FAIL: {f}")
     return 1 if failures else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import threading
 from functools import partial
 from typing import Any
@@ -73,7 +74,7 @@ def validate(intake: Intake, catalogs) -> list[Problem]:
         if key not in bad:
             values[key] = value
     _fill_defaults(intake, form, workload, lang)
-    problems += _cross_checks(form, intake, lang, workload, bad)
+    problems += _cross_checks(form, intake, lang, workload, bad, catalogs)
     order = {key: i for i, key in enumerate(form.fields)}
     problems.sort(key=lambda p: order.get(p.context.get("key"), -1))
     if not problems:                          # the quote speaks the language asked for; problems
@@ -218,7 +219,8 @@ def _fill_defaults(intake: Intake, form: Form, workload: str | None, lang: str) 
         intake.sources["language"] = "default"
 
 
-def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, bad: set) -> list[Problem]:
+def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, bad: set,
+                  catalogs) -> list[Problem]:
     """Rules between fields; each runs only when the fields it reads are valid."""
     v = intake.values
     given = lambda *keys: all(k in v for k in keys)             # noqa: E731 — present, valid or not
@@ -241,17 +243,30 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
         for key in ("prompt_tokens", "output_tokens"):
             if not given(key):
                 add("needs_inference_tokens", key)
-    if ok("tensor_parallel", "pipeline_parallel", "gpu_count"):
-        product = v["tensor_parallel"] * v["pipeline_parallel"]
+        window = _context_window(v, catalogs) if ok("prompt_tokens", "output_tokens") else None
+        if window and v["prompt_tokens"] + v["output_tokens"] > window:
+            add("context_exceeded", "prompt_tokens", total=show(v["prompt_tokens"] + v["output_tokens"]),
+                window=show(window))
+    layout = [k for k in ("tensor_parallel", "pipeline_parallel", "context_parallel") if k in v]
+    if ok("gpu_count", *layout) and layout:
+        product = math.prod(v[k] for k in layout)
         if v["gpu_count"] % product:
-            key = "tensor_parallel" if intake.sources.get("tensor_parallel") != "default" else "pipeline_parallel"
-            add("parallel_divides", key, product=product, gpus=v["gpu_count"])
+            add("parallel_divides", layout[0], product=product, gpus=v["gpu_count"])
     if ok("kv_heads", "attention_heads") and v["attention_heads"] % v["kv_heads"]:
         add("heads_divide", "kv_heads", kv=v["kv_heads"], heads=v["attention_heads"])
     if ok("active_params_billion", "params_billion") and v["active_params_billion"] > v["params_billion"]:
         add("active_exceeds_total", "active_params_billion", active=show(v["active_params_billion"]),
             total=show(v["params_billion"]))
     return out
+
+
+def _context_window(values: dict, catalogs) -> float | None:
+    """The longest request the model takes: the intake's sequence length, else the catalog's context."""
+    if isinstance(values.get("seq_len"), (int, float)):
+        return values["seq_len"]
+    entry = catalogs.models.get(values.get("model")) if values.get("model") != "custom" else None
+    window = (entry or {}).get("context_length")
+    return window if isinstance(window, (int, float)) and not isinstance(window, bool) else None
 
 
 _lock = threading.Lock()

@@ -10,6 +10,7 @@ from typing import Any
 from engine.calc.results import Results, plain
 from engine.intake.model import Intake
 from engine.quote.messages import Messages, finite, messages
+from engine.quote.options import alternative_rows, layout_lines, layout_note
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,9 @@ class Quote:
     gpu_count: int
     results: Results
     intake: Intake | None = None
+    layout: list = field(default_factory=list)          # options.LayoutLine: the layout quoted
+    layout_note: str = ""
+    alternatives: list = field(default_factory=list)    # options.Alternative, the request among them
     scaling: list[Column] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
 
@@ -172,6 +176,9 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs),
         checked=_checked(m, values), results=results, intake=intake,
+        layout=layout_lines(m, results.plan), layout_note=layout_note(m, results.plan),
+        alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
+                                      bool(values.get("is_training")), inputs.get("deadline_days")),
     )
 
 
@@ -259,10 +266,10 @@ def gpu_counts(chosen: int, step: int = 1) -> list[int]:
     return sorted(c for c in counts if c % max(step, 1) == 0)
 
 
-def scaling_grid(intake: Intake, results: Results, ruleset):
-    """The same intake at 1, 2, 4, 8 … GPUs as a DataFrame, or None where it cannot be had."""
+def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None = None):
+    """The same intake (and layout) at 1, 2, 4, 8 … GPUs as a DataFrame, or None where it cannot be had."""
     from engine.calc.evaluate import evaluate_grid
-    inputs = {**(intake.values if intake else {}), **results.inputs}
+    inputs = {**(intake.values if intake else {}), **results.inputs, **(layout or {})}
     chosen, tp, pp = (inputs.get(k) or 1 for k in ("gpu_count", "tensor_parallel",
                                                     "pipeline_parallel"))
     measured = ("training_time_hours", "training_time_days", "output_tokens_per_s")
@@ -270,7 +277,7 @@ def scaling_grid(intake: Intake, results: Results, ruleset):
             or not any(k in results.values for k in measured):
         return None       # nothing that more GPUs would change
     try:
-        return evaluate_grid(intake, ruleset,
+        return evaluate_grid(inputs, ruleset,
                              {"gpu_count": gpu_counts(int(chosen), int(tp) * int(pp))})
     except Exception:  # noqa: BLE001 — the quote stands without its scaling table; say so in the log
         log.exception("scaling table for %s could not be computed", intake.origin if intake else "an intake")

@@ -42,7 +42,7 @@ def workbook_bytes(quote: Quote) -> bytes:
                      if "!" in where}
     audit_title = _unique(wb, quote.m("sheets.audit"))
     sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
-              ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
+              ("alternatives", _alternatives), ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
     for index, (name, build) in enumerate(sheets):
         title = audit_title if name == "audit" else _unique(wb, quote.m(f"sheets.{name}"))
         build(wb.create_sheet(title, index), quote)
@@ -184,6 +184,16 @@ def _summary(ws: Worksheet, q: Quote) -> None:
     row += 2
     for warning in q.warnings or [m("no_warnings")]:
         row = _line(ws, row, warning, fill=WARN_FILL if q.warnings else PatternFill())
+    if q.layout:
+        _header(ws, row + 1, [m("sections.layout"), m("columns.value"), ""])
+        row += 2
+        for line in q.layout:
+            put(ws, row, 1, line.label)
+            put(ws, row, 2, line.text)
+            put(ws, row, 3, m("layout.by_planner" if line.by == "planner" else "layout.by_intake"))
+            row += 1
+        if q.layout_note:
+            row = _line(ws, row, q.layout_note, font=Font(italic=True, color="5B6B7C"))
     if q.assumptions:
         _header(ws, row + 1, [m("sections.assumptions"), m("columns.value"), ""])
         row = _figure_rows(ws, row + 2, q.assumptions, m)
@@ -192,6 +202,29 @@ def _summary(ws: Worksheet, q: Quote) -> None:
         row = _line(ws, row, caveat, font=Font(italic=True, color="5B6B7C"))
     _widths(ws, [46, 24, 16, 26])
     _print_setup(ws)
+
+
+def _alternatives(ws: Worksheet, q: Quote) -> None:
+    """The requested configuration and the others, figures as numbers and the sentence beside them."""
+    m = q.m
+    if not q.alternatives:
+        put(ws, 1, 1, m("alternatives.intro"))
+        _print_setup(ws)
+        return
+    labels = [label for label, _ in q.alternatives[0].figures]
+    _header(ws, 1, [m("alternatives.configuration_column"), *labels, m("alternatives.note_column")])
+    for row, a in enumerate(q.alternatives, 2):
+        put(ws, row, 1, a.configuration).font = BOLD if a.requested else Font()
+        for col, (_, text) in enumerate(a.figures, 2):
+            put(ws, row, col, text)
+        put(ws, row, len(a.figures) + 2, a.note)
+        if a.requested:
+            for col in range(1, len(a.figures) + 3):
+                ws.cell(row=row, column=col).fill = SOFT_FILL
+    _line(ws, len(q.alternatives) + 3, m("alternatives.intro"), last_col=len(labels) + 2)
+    ws.freeze_panes = "B2"
+    _widths(ws, [34] + [18] * len(labels) + [60])
+    _print_setup(ws, landscape=True, title_rows="1:1")
 
 
 def _memory(ws: Worksheet, q: Quote) -> None:

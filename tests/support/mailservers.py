@@ -201,7 +201,9 @@ def folder_messages(client, folder: str) -> list[email.message.EmailMessage]:
     if not uids:
         return []
     data = client.fetch(uids, ["BODY.PEEK[]"])
-    return [email.message_from_bytes(data[u][b"BODY[]"], policy=policy.default) for u in uids]
+    # a message the service moves away between SEARCH and FETCH comes back without a body
+    bodies = [(data.get(u) or {}).get(b"BODY[]") for u in uids]
+    return [email.message_from_bytes(b, policy=policy.default) for b in bodies if isinstance(b, bytes)]
 
 
 def write_config(path: Path, *, imap_port: int, user: str, smtp_port: int, state: Path,

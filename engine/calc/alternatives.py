@@ -1,0 +1,226 @@
+"""Other configurations worth quoting: GPU types, counts and precisions, each with a layout, best first."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.calc.evaluate import evaluate, evaluate_columns
+from engine.calc.planner import TRAINING, given_layout, plan_layout
+from engine.calc.targets import misses, objective_score
+
+SHOWN = 5                   # alternatives besides the requested configuration
+TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "fits_in_memory", "memory_per_gpu_gb",
+                    "gpu_memory_gb", "meets_deadline")
+SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens",
+                   "fits_in_memory", "memory_per_gpu_gb", "gpu_memory_gb", "meets_latency_targets",
+                   "meets_throughput", "job_hours", "ttft_target_used", "tpot_target_used", "throughput_needed")
+# A few layouts a competent team would try first: enough to tell a configuration that can work
+# from one that cannot, before the best few are planned in full.
+TRAINING_SKETCHES = ({"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 1},
+                     {"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 3},
+                     {"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 3, "activation_checkpointing": True},
+                     {"tensor_parallel": 4, "pipeline_parallel": 1, "zero_stage": 1},
+                     {"tensor_parallel": 8, "pipeline_parallel": 1, "zero_stage": 1},
+                     {"tensor_parallel": 8, "pipeline_parallel": 1, "zero_stage": 1, "activation_checkpointing": True},
+                     {"tensor_parallel": 8, "pipeline_parallel": 4, "zero_stage": 1, "virtual_pipeline_stages": 2},
+                     {"tensor_parallel": 8, "pipeline_parallel": 8, "zero_stage": 1, "virtual_pipeline_stages": 2,
+                      "activation_checkpointing": True},
+                     {"tensor_parallel": 8, "pipeline_parallel": 16, "zero_stage": 1, "virtual_pipeline_stages": 2,
+                      "activation_checkpointing": True})
+SERVING_SKETCHES = tuple({"tensor_parallel": t} for t in (1, 2, 4, 8))
+LAYOUT_DEFAULTS = {"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 1, "activation_checkpointing": False,
+                   "virtual_pipeline_stages": 1, "micro_batch_size": 1, "context_parallel": 1}
+
+
+@dataclass
+class Option:
+    """One configuration as quoted: what it is, its layout and figures, and whether it meets the targets."""
+
+    gpu: str
+    gpu_count: int
+    precision: str
+    layout: dict[str, Any]
+    figures: dict[str, Any]
+    meets_targets: bool
+    requested: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        keep = {k: v for k, v in self.figures.items() if k not in ("job_hours",)}
+        return {"gpu": self.gpu, "gpu_name": self.extra.get("gpu_name", self.gpu), "gpu_count": self.gpu_count,
+                "precision": self.precision, "requested": self.requested, "meets_targets": self.meets_targets,
+                **keep, "layout": dict(self.layout)}
+
+
+def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: str = "cost",
+                 gpus: list[str] | None = None, counts: list[int] | None = None,
+                 precisions: list[str] | None = None, shown: int = SHOWN) -> list[Option]:
+    """The requested configuration first, then the best `shown` others that fit and meet the targets
+    (or, where none does, come nearest), ranked by `objective` (cost, time or gpus)."""
+    training = values.get("workload") in TRAINING
+    gpu = ruleset.catalogs.resolve_gpu(values.get("gpu")) or values.get("gpu")
+    requested = _option(values, ruleset, gpu, _count(values.get("gpu_count")),
+                        values.get("precision"), requested_layout, training, requested=True)
+    grid = candidate_grid(values, ruleset, gpus, counts, precisions)
+    sketches = _sketches(values, training)
+    best = _best_per_configuration(evaluate_configurations(values, ruleset, grid, sketches, training),
+                                   values, training)
+    if counts is None and not any(r["ok"] for r in best):
+        # nothing near the request meets the targets: look further, up to 64 times the GPUs
+        grid["gpu_count"] = _beyond(max(_count(values.get("gpu_count")), 1))
+        best += _best_per_configuration(evaluate_configurations(values, ruleset, grid, sketches, training),
+                                        values, training)
+    ranked = _rank(best, objective)
+    others, kinds = [], set()
+    asked = (requested.gpu, requested.gpu_count, requested.precision)
+    for row in ranked:
+        if row["gpu"] in kinds or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
+            continue            # one line per GPU type (the requested type too, at another count or precision)
+        scenario = {**values, "gpu": row["gpu"], "gpu_count": int(row["gpu_count"]),
+                    "precision": row["precision"]}
+        layout = plan_layout(scenario, ruleset).chosen     # the sketch found it; the planner lays it out
+        option = _option(values, ruleset, row["gpu"], int(row["gpu_count"]), row["precision"], layout, training)
+        if row["ok"] and not option.meets_targets:
+            continue            # a sketch the planner's layout cannot keep (the batch does not divide): next
+        kinds.add(row["gpu"])
+        others.append(option)
+        if len(others) >= shown:
+            break
+    others.sort(key=lambda o: (not o.meets_targets, _score(o, objective) if o.meets_targets
+                               else o.extra["shortfall"], o.gpu_count))
+    return [requested] + others[:shown]
+
+
+def candidate_grid(values: dict, ruleset, gpus=None, counts=None, precisions=None) -> dict[str, list]:
+    """GPUs with a price, counts around the requested one, precisions each GPU really has."""
+    catalogs = ruleset.catalogs
+    gpus = gpus or [g for g, e in catalogs.gpus.items()
+                    if e.get("price_usd_per_gpu_hour") and e.get("segment") != "edge"]
+    base = max(_count(values.get("gpu_count")), 1)
+    counts = counts or sorted({c for c in _around(base) if c >= 1})
+    asked = values.get("precision") or "bf16"
+    wanted = precisions or list(dict.fromkeys([asked, "bf16", "fp8"]))
+    return {"gpu": gpus, "gpu_count": counts, "precision": wanted}
+
+
+def evaluate_configurations(values: dict, ruleset, grid: dict[str, list], sketches: list[dict],
+                            training: bool, *, outputs: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every GPU × count × precision × sketched layout as one array pass; rows a GPU cannot run
+    (a precision it lacks, a layout its count does not divide) are left out before evaluating."""
+    peaks = {(g, p): ruleset.functions["has_precision"].fn(g, p) for g in grid["gpu"] for p in grid["precision"]}
+    per_node = {g: (ruleset.catalogs.gpus.get(g) or {}).get("gpus_per_node") or 8 for g in grid["gpu"]}
+    rows = []
+    for gpu in grid["gpu"]:
+        for precision in grid["precision"]:
+            if not peaks[(gpu, precision)]:
+                continue            # a precision the GPU lacks would only repeat its fallback's figures
+            for count in grid["gpu_count"]:
+                for index, sketch in enumerate(sketches):
+                    tp, pp = sketch.get("tensor_parallel", 1), sketch.get("pipeline_parallel", 1)
+                    if count % (tp * pp) or tp > min(per_node[gpu], count):
+                        continue
+                    rows.append((gpu, count, precision, index))
+    if not rows:
+        return {}
+    gpu_col, count_col, precision_col, sketch_col = (np.asarray(c) for c in zip(*rows))
+    columns = {"gpu": gpu_col.astype(str), "gpu_count": count_col.astype(float),
+               "precision": precision_col.astype(str)}
+    for key in {k for s in sketches for k in s}:
+        default = LAYOUT_DEFAULTS.get(key, 1)
+        column = np.array([sketches[i].get(key, default) for i in sketch_col])
+        columns[key] = column.astype(bool) if isinstance(default, bool) else column.astype(float)
+    base = {k: v for k, v in values.items() if k not in columns}
+    wanted = outputs or (TRAINING_FIGURES if training else SERVING_FIGURES)
+    frame = evaluate_columns(base, ruleset, columns, len(rows), only=[w for w in wanted if w in ruleset.rules])
+    out = {k: np.asarray(frame[k]) for k in frame}
+    out["sketch"] = sketch_col
+    return out
+
+
+def _best_per_configuration(table: dict[str, np.ndarray], values: dict, training: bool) -> list[dict]:
+    """Per GPU × count × precision, its fastest sketch that meets everything (or the one nearest to it)."""
+    if not table:
+        return []
+    failed, worst = misses(table, values)
+    ok = worst <= 1
+    speed = table["job_hours"] if training else -np.nan_to_num(table["output_tokens_per_s"], nan=0.0)
+    speed = np.where(np.isfinite(speed), speed, np.inf)
+    best: dict[tuple, int] = {}
+    for i in range(len(table["gpu"])):
+        key = (table["gpu"][i], int(table["gpu_count"][i]), table["precision"][i])
+        j = best.get(key)
+        if j is None or (ok[i], -worst[i], -speed[i]) > (ok[j], -worst[j], -speed[j]):
+            best[key] = i
+    return [{**{k: table[k][i] for k in table}, "ok": bool(ok[i]), "shortfall": float(worst[i])}
+            for i in best.values()]
+
+
+def _rank(rows: list[dict], objective: str) -> list[dict]:
+    """Those that meet everything first, best by the objective (within 2% of each other, fewer GPUs
+    first: more GPUs often cost the same GPU-hours and only finish sooner); then the nearest misses."""
+    if not rows:
+        return []
+    scores = objective_score({k: [r.get(k, np.nan) for r in rows] for k in rows[0]}, objective)
+    def key(item):
+        r, value = item
+        if not r["ok"]:
+            return (True, r["shortfall"], r["gpu_count"], 0.0)
+        bucket = math.floor(math.log(value) / math.log(1.02)) if 0 < value < math.inf else value
+        return (False, bucket, r["gpu_count"], value)
+    return [r for r, _ in sorted(zip(rows, scores), key=key)]
+
+
+def _option(values, ruleset, gpu, count, precision, layout, training, requested=False) -> Option:
+    scenario = {**values, "gpu": gpu, "gpu_count": count, "precision": precision}
+    result = evaluate(scenario, ruleset, layout=layout).values
+    figures = {k: result.get(k) for k in (TRAINING_FIGURES if training else SERVING_FIGURES) if k in result}
+    _, worst = misses({k: [v] for k, v in result.items() if k in figures or k == "job_hours"}, values)
+    meets = bool(worst[0] <= 1)
+    return Option(gpu=gpu, gpu_count=int(count), precision=str(precision), layout=dict(layout),
+                  figures=figures, meets_targets=meets, requested=requested,
+                  extra={"gpu_name": result.get("gpu_name", gpu), "shortfall": float(worst[0])})
+
+
+def _sketches(values: dict, training: bool) -> list[dict]:
+    """The sketched layouts, with whatever the intake fixed put into each (duplicates dropped)."""
+    given = given_layout(values, values.get("workload"))
+    out = []
+    for sketch in (TRAINING_SKETCHES if training else SERVING_SKETCHES):
+        merged = {**sketch, **given}
+        if merged not in out:
+            out.append(merged)
+    return out
+
+
+def _around(base: int) -> list[int]:
+    """Counts worth comparing: powers of two from an eighth to four times the request, and ×1.5 steps."""
+    out = {base, max(base // 2, 1), base * 2, base * 4, int(base * 1.5)}
+    n = 1
+    while n <= base * 4:
+        if n >= base / 8:
+            out.add(n)
+            if n >= 8:
+                out.add(n * 3 // 2)
+        n *= 2
+    return sorted(c for c in out if c >= 1)
+
+
+def _beyond(base: int) -> list[int]:
+    """Counts from 8 to 64 times the request, in powers of two and ×1.5 steps."""
+    return sorted({int(base * f) for f in (6, 8, 12, 16, 24, 32, 48, 64)})
+
+
+def _score(option: Option, objective: str) -> float:
+    figures = {k: [v] for k, v in option.figures.items()}
+    return float(objective_score({**figures, "gpu_count": [option.gpu_count]}, objective)[0])
+
+
+def _count(value) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,72 @@
+"""What each evaluated configuration misses (memory, deadline, latency, request rate), by what factor, and its score."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+# In the order a customer would fix them; "layout": a layout the intake fixed does not divide the GPUs.
+CRITERIA = ("layout", "memory", "deadline", "latency", "throughput")
+
+
+def shortfalls(table: Mapping, values: dict) -> dict[str, np.ndarray]:
+    """Per criterion, the factor by which each row misses it (1 where it is met or does not apply).
+
+    `table` maps result keys to equal-length arrays (a DataFrame will do). Rules that did not
+    apply are blank, so a target counts only where its own figures are there: a latency target
+    only where a target was used, a deadline only where the intake gave one.
+    """
+    n = len(table[next(iter(table))]) if len(list(table)) else 0
+    col = lambda k: np.asarray(table[k], dtype=float) if k in table else np.full(n, np.nan)  # noqa: E731
+    out = {}
+    with np.errstate(all="ignore"):
+        divides = np.asarray(table["divides"], dtype=bool) if "divides" in table else np.ones(n, dtype=bool)
+        out["layout"] = np.where(divides, 1.0, np.inf)
+        ratio = col("memory_per_gpu_gb") / col("gpu_memory_gb")
+        fits = np.asarray(table["fits_in_memory"], dtype=bool) if "fits_in_memory" in table else ratio <= 1
+        # a row that does not fit misses by at least a hair, even where rounding puts the ratio at 1
+        out["memory"] = np.where(fits, 1.0, np.maximum(np.nan_to_num(ratio, nan=np.inf), 1.0 + 1e-6))
+        deadline = _number(values.get("deadline_days"))
+        hours = col("job_hours")
+        out["deadline"] = np.where(np.isfinite(hours), hours / (deadline * 24), 1.0) if deadline else np.ones(n)
+        latency = np.fmax(col("ttft_ms") / col("ttft_target_used"), col("tpot_ms") / col("tpot_target_used"))
+        out["latency"] = np.where(np.isfinite(latency), latency, 1.0)
+        needed = col("throughput_needed")
+        out["throughput"] = np.where(np.isfinite(needed), needed / col("output_tokens_per_s"), 1.0)
+        out["throughput"] = np.nan_to_num(out["throughput"], nan=np.inf)
+    return out
+
+
+def misses(table: Mapping, values: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(criterion → rows that miss it, the largest factor each row misses by; 1 for a row that meets all)."""
+    factors = shortfalls(table, values)
+    failed = {c: factors[c] > 1 + 1e-9 for c in CRITERIA}
+    worst = np.max(np.vstack([np.where(failed[c], factors[c], 1.0) for c in CRITERIA]), axis=0) \
+        if factors["layout"].size else np.ones(0)
+    return failed, worst
+
+
+def objective_score(table, objective: str) -> np.ndarray:
+    """Lower is better: total cost, GPUs or time; where a job has no total (an open-ended batch),
+    the cost per million tokens, and for time in serving, throughput."""
+    def column(key):
+        return np.asarray(table[key], dtype=float) if key in table else np.full(len(table["gpu_count"]), np.nan)
+    if objective == "gpus":
+        return column("gpu_count")
+    if objective == "time":
+        hours = column("job_hours")
+        return hours if np.isfinite(hours).any() else -np.nan_to_num(column("output_tokens_per_s"), nan=0.0)
+    cost = column("cost_total")
+    if not np.isfinite(cost).any():
+        cost = column("cost_per_million_tokens")
+    return np.where(np.isfinite(cost), cost, np.inf)
+
+
+def _number(value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0

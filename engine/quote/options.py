@@ -1,0 +1,124 @@
+"""The layout a quote uses and the other configurations it suggests, in the reader's words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.quote.messages import Messages, finite
+
+# The layout fields in the order an engineer reads them.
+LAYOUT_ORDER = ("tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel",
+                "expert_parallel", "zero_stage", "micro_batch_size", "activation_checkpointing", "concurrency")
+
+
+@dataclass
+class LayoutLine:
+    key: str
+    label: str
+    text: str
+    by: str            # "intake" | "planner"
+
+
+@dataclass
+class Alternative:
+    """One configuration as a row: what it is, its figures as text, and a sentence against the request."""
+
+    configuration: str
+    figures: list[tuple[str, str]]   # (label, text)
+    note: str
+    requested: bool
+    meets_targets: bool
+    data: dict                        # the JSON object, for the workbook's numbers
+
+
+def layout_lines(m: Messages, plan) -> list[LayoutLine]:
+    if plan is None:
+        return []
+    keys = [k for k in LAYOUT_ORDER if k in plan.chosen] + [k for k in plan.chosen if k not in LAYOUT_ORDER]
+    return [LayoutLine(k, m.input_label(k), _layout_value(m, k, plan.chosen[k]), plan.by.get(k, "planner"))
+            for k in keys]
+
+
+def layout_note(m: Messages, plan) -> str:
+    """Why the layout is what it is, or what would fit where the intake's own layout does not."""
+    if plan is None:
+        return ""
+    if plan.free is not None:
+        return m("layout.would_fit", layout=describe(m, plan.free))
+    if not plan.fits:
+        return m("layout.nothing_fits")
+    return m("layout.chosen") if any(v == "planner" for v in plan.by.values()) else ""
+
+
+def describe(m: Messages, layout: dict) -> str:
+    parts = [f"{m.input_label(k)} {_layout_value(m, k, layout[k])}" for k in LAYOUT_ORDER if k in layout]
+    return ", ".join(parts)
+
+
+def alternative_rows(m: Messages, options: list, currency: str, training: bool, deadline: Any) -> list[Alternative]:
+    """The requested configuration and the others; where the request misses a target, the
+    cheapest that meets it comes first."""
+    if not options:
+        return []
+    requested = next((o for o in options if o.requested), options[0])
+    ordered = list(options)
+    if not requested.meets_targets:
+        first = next((o for o in options if not o.requested and o.meets_targets), None)
+        if first is not None:
+            ordered.remove(first)
+            ordered.insert(0, first)
+    return [_row(m, o, requested, currency, training, deadline) for o in ordered]
+
+
+def _row(m: Messages, option, requested, currency: str, training: bool, deadline: Any) -> Alternative:
+    f, name = option.figures, option.extra.get("gpu_name", option.gpu)
+    configuration = m("alternatives.configuration", count=m.number(option.gpu_count), gpu=name,
+                      precision=m.input_value("precision", option.precision))
+    shown = [(m("alternatives.cost"), m.value(f.get("cost_total"), currency))]
+    if training:
+        shown.insert(0, (m("alternatives.time"), m.value(f.get("training_time_days"), "days")))
+    else:
+        shown.insert(0, (m("alternatives.throughput"), m.value(f.get("output_tokens_per_s"), "tokens/s")))
+    words = []
+    if option.requested:
+        words.append(m("alternatives.requested"))
+    if not f.get("fits_in_memory", True):
+        words.append(m("alternatives.does_not_fit"))
+    elif training and finite(deadline):
+        days = m.number(deadline)
+        words.append(m("alternatives.meets_deadline" if f.get("meets_deadline") else
+                       "alternatives.misses_deadline", days=days))
+    elif not training and not option.meets_targets:
+        words.append(m("alternatives.misses_targets"))
+    elif not training:
+        words.append(m("alternatives.meets_targets"))
+    if not option.requested:
+        words += _against(m, f, requested.figures, training)
+    note = m("alternatives.joiner").join(words)
+    return Alternative(configuration, shown, note, option.requested, option.meets_targets, option.to_json())
+
+
+def _against(m: Messages, mine: dict, theirs: dict, training: bool) -> list[str]:
+    """Cheaper/dearer and faster/slower than the request, in percent."""
+    out = []
+    cost, base = mine.get("cost_total"), theirs.get("cost_total")
+    if finite(cost) and finite(base) and base > 0:
+        change = cost / base - 1
+        if abs(change) >= 0.01:
+            out.append(m("alternatives.cheaper" if change < 0 else "alternatives.dearer",
+                         pct=f"{abs(change):.0%}"))
+    key, faster_when_lower = ("job_hours", True) if training else ("output_tokens_per_s", False)
+    speed, base = mine.get(key), theirs.get(key)
+    if finite(speed) and finite(base) and base > 0 and speed > 0:
+        ratio = base / speed if faster_when_lower else speed / base
+        if abs(ratio - 1) >= 0.01:
+            out.append(m("alternatives.faster" if ratio > 1 else "alternatives.slower",
+                         times=m.number(ratio if ratio > 1 else 1 / ratio)))
+    return out
+
+
+def _layout_value(m: Messages, key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return m.input_value(key, value)
+    return m.number(value)
