@@ -7,6 +7,10 @@ import math
 from engine.calc.evaluate import evaluate
 from engine.problems import SizingError
 
+# Warnings whose code starts so mark a physical limit crossed (rules/sanity.yaml): an example
+# that crosses one fails, whatever it expects, because the rules have gone wrong, not the hardware.
+IMPOSSIBLE = "impossible_"
+
 
 def run_examples(ruleset) -> tuple[list[str], int]:
     """Every example of every rule file; returns (failure lines as file:line: message, count)."""
@@ -21,6 +25,10 @@ def run_examples(ruleset) -> tuple[list[str], int]:
             got = results.values.get(name)
             if not _close(got, want, ex.tolerance):
                 failures.append(f"{ex.where}: example `{ex.name}`: expected {name} = {want!r}, got {got!r}")
+        for notice in evaluate(ex.given, ruleset).warnings:
+            if notice.code.startswith(IMPOSSIBLE):
+                failures.append(f"{ex.where}: example `{ex.name}`: past a physical limit ({notice.where}): "
+                                f"{notice.text('en')}")
     return failures, len(ruleset.examples)
 
 

@@ -1,0 +1,68 @@
+"""Physical limits (rules/sanity.yaml): no impossible figure reaches a quote unremarked, and `rules test` fails one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine.calc.evaluate import evaluate
+from engine.calc.ruleset import load_ruleset
+from engine.intake.read import read
+from engine.paths import SAMPLES_DIR
+from tests.conftest import ROOT
+
+BERT = {"customer": "Test Co.", "workload": "pretraining", "gpu": "V100", "precision": "fp16", "gpu_count": 8,
+        "utilization": 1.0, "scaling_efficiency": 1.0, "flops_per_sample": 180e9, "dataset_gb": 100,
+        "sample_kb": 100, "epochs": 10, "model": "custom", "params_billion": 0.11}
+LLAMA_DECODE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-2-7b", "gpu": "H100",
+                "gpu_count": 1, "precision": "bf16", "prompt_tokens": 512, "output_tokens": 128, "concurrency": 1}
+
+
+def _impossible(results) -> set[str]:
+    return {w.code for w in results.warnings if w.code.startswith("impossible_")}
+
+
+def test_tokens_follow_the_stated_flops_per_sample_not_a_default_length(ruleset):
+    values = evaluate(BERT, ruleset).values
+    # 180e9 FLOP per sample ÷ (6 × 0.11e9 FLOP per token) = 272.7 tokens per sample;
+    # 100 GB ÷ 100 KB = 1e6 samples, × 10 epochs → 2.727e9 tokens (not 4,096 × 1e7 = 4.1e10)
+    assert values["tokens_per_sample_used"] == pytest.approx(180e9 / (6 * 0.11e9))
+    assert values["training_tokens"] == pytest.approx(1e6 * 10 * 180e9 / (6 * 0.11e9))
+    # at 100% of the V100's 125 TFLOPS the rate is the ceiling itself, 125e12 ÷ 6.6e8 = 189,394 tokens/s
+    assert values["tokens_per_s_per_gpu"] == pytest.approx(125e12 / (6 * 0.11e9), rel=1e-6)
+    assert not _impossible(evaluate(BERT, ruleset))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES_DIR.glob("*.yaml")))
+def test_no_shipped_sample_crosses_a_physical_limit(ruleset, name):
+    assert not _impossible(evaluate(read(SAMPLES_DIR / name), ruleset))
+
+
+def _broken(home, file: str, old: str, new: str):
+    path = home / "rules" / file
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return load_ruleset(home / "rules", home / "catalogs")
+
+
+@pytest.mark.parametrize("file, old, new, intake, code", [
+    # a slip that makes training ten times faster than the GPU's peak allows
+    ("compute.yaml", "formula: training_tokens / (training_time_hours * goodput_used * 3600) / gpu_count",
+     "formula: 10 * training_tokens / (training_time_hours * goodput_used * 3600) / gpu_count",
+     BERT, "impossible_training_rate"),
+    # decode ten times faster than reading 13.5 GB of weights at 3,350 GB/s (4.0 ms) allows
+    ("inference.yaml", "formula: (decode_only_step_s + (decode_step_s - decode_only_step_s)",
+     "formula: 0.1 * (decode_only_step_s + (decode_step_s - decode_only_step_s)", LLAMA_DECODE,
+     "impossible_decode_speed"),
+])
+def test_a_rule_slip_past_a_limit_is_warned_in_the_quote_and_fails_rules_test(home_copy, file, old, new,
+                                                                              intake, code):
+    ruleset = _broken(home_copy, file, old, new)
+    assert code in _impossible(evaluate(intake, ruleset))
+    proc = subprocess.run([sys.executable, "-m", "engine", "rules", "test", str(home_copy)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=180)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "past a physical limit" in proc.stdout + proc.stderr
