@@ -176,7 +176,8 @@ def _rank(rows: list[dict], objective: str) -> list[dict]:
 
 def _option(values, ruleset, gpu, count, precision, layout, training, requested=False) -> Option:
     scenario = {**values, "gpu": gpu, "gpu_count": count, "precision": precision}
-    result = evaluate(scenario, ruleset, layout=layout).values
+    wanted = [k for k in (TRAINING_FIGURES if training else SERVING_FIGURES) + ("gpu_name",) if k in ruleset.rules]
+    result = evaluate(scenario, ruleset, layout=layout, only=wanted).values     # no trace: figures only
     figures = {k: result.get(k) for k in (TRAINING_FIGURES if training else SERVING_FIGURES) if k in result}
     _, worst = misses({k: [v] for k, v in result.items() if k in figures or k == "job_hours"}, values)
     meets = bool(worst[0] <= 1)

@@ -189,7 +189,23 @@ def _native(value: Any) -> Any:
     return value
 
 
-def _ancestors(ruleset, names: Iterable[str]) -> set[str]:
+_ANCESTORS: dict[tuple[int, frozenset], tuple[Any, frozenset]] = {}
+
+
+def _ancestors(ruleset, names: Iterable[str]) -> frozenset[str]:
+    """The rules `names` need, themselves included; cached, since the planner asks for the same few sets often."""
+    key = (id(ruleset), frozenset(names))
+    hit = _ANCESTORS.get(key)
+    if hit is not None and hit[0] is ruleset:
+        return hit[1]
+    if len(_ANCESTORS) > 256:
+        _ANCESTORS.clear()
+    wanted = frozenset(_walk(ruleset, key[1]))
+    _ANCESTORS[key] = (ruleset, wanted)
+    return wanted
+
+
+def _walk(ruleset, names: Iterable[str]) -> set[str]:
     wanted, stack = set(), [n for n in names if n in ruleset.rules]
     while stack:
         name = stack.pop()

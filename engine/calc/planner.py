@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
+from engine.calc.targets import positive
 from engine.contract import INFERENCE_LAYOUT, TRAINING_LAYOUT
 
 TRAINING = ("pretraining", "fine-tuning")
@@ -233,11 +234,11 @@ def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int
             else np.ones(len(frame), dtype=bool)
         in_memory = columns["concurrency"] <= frame["memory_concurrency"].to_numpy(dtype=float)
         ok = fits & meets & in_memory
-        rate = _number(values.get("requests_per_second"))
+        rate = positive(values.get("requests_per_second"))
         if rate:
             # Little's law: at a given arrival rate the requests in flight are what the rate fills;
             # the operating point is the smallest batch whose throughput carries the load
-            carries = tokens >= rate * _number(values.get("output_tokens"))
+            carries = tokens >= rate * positive(values.get("output_tokens"))
             if (ok & carries).any():
                 keys = (tp, columns["concurrency"], ~(ok & carries))
                 return list(np.lexsort(keys)), ok & carries
@@ -270,14 +271,6 @@ def _batches(top: int) -> list[int]:
         b *= 1.2
         out.append(int(round(b)))
     return sorted(set(out))
-
-
-def _number(value) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) and number > 0 else 0.0
 
 
 def _count(value) -> int:

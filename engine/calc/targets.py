@@ -28,7 +28,7 @@ def shortfalls(table: Mapping, values: dict) -> dict[str, np.ndarray]:
         fits = np.asarray(table["fits_in_memory"], dtype=bool) if "fits_in_memory" in table else ratio <= 1
         # a row that does not fit misses by at least a hair, even where rounding puts the ratio at 1
         out["memory"] = np.where(fits, 1.0, np.maximum(np.nan_to_num(ratio, nan=np.inf), 1.0 + 1e-6))
-        deadline = _number(values.get("deadline_days"))
+        deadline = positive(values.get("deadline_days"))
         hours = col("job_hours")
         out["deadline"] = np.where(np.isfinite(hours), hours / (deadline * 24), 1.0) if deadline else np.ones(n)
         latency = np.fmax(col("ttft_ms") / col("ttft_target_used"), col("tpot_ms") / col("tpot_target_used"))
@@ -64,7 +64,8 @@ def objective_score(table, objective: str) -> np.ndarray:
     return np.where(np.isfinite(cost), cost, np.inf)
 
 
-def _number(value) -> float:
+def positive(value) -> float:
+    """A finite positive number from an intake value, else 0 (blank, text, NaN, zero or below)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
