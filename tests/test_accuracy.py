@@ -99,9 +99,9 @@ def test_uncertainty_bands_are_the_out_of_sample_errors(ruleset, cv, cases, grou
     fitted = rows["case"].map(family).astype(bool)
     band = _band(rows[fitted]["error"])
     other = max(_band(rows[~fitted]["error"]), band + 0.10)
-    values = evaluate({}, ruleset, only=[f"{group}_band_fitted", f"{group}_band_default"]).values
-    assert values[f"{group}_band_fitted"] == pytest.approx(band)
-    assert values[f"{group}_band_default"] == pytest.approx(other)
+    table = ruleset.tables["band"]
+    assert table.find((group, "fitted")).value == pytest.approx(band)
+    assert table.find((group, "default")).value == pytest.approx(other)
 
 
 def test_memory_band_is_the_out_of_sample_errors(ruleset, cv):
@@ -158,7 +158,7 @@ def test_quotes_show_the_band_and_the_runs_they_were_checked_against(tmp_path, r
     job = run_job(ROOT / "samples" / "llama-70b-online-8xh100.yaml", tmp_path)
     assert job.ok, job.problems
     v = job.results.values
-    band = evaluate({}, ruleset, only=["inference_band_fitted"]).values["inference_band_fitted"]
+    band = ruleset.tables["band"].find(("inference", "fitted")).value
     assert v["ttft_ms_low"] == pytest.approx(v["ttft_ms"] * (1 - band))      # H100: a fitted family
     assert v["ttft_ms_high"] == pytest.approx(v["ttft_ms"] * (1 + band))
     html = (tmp_path / "llama-70b-online-8xh100.quote.html").read_text(encoding="utf-8")
