@@ -110,7 +110,7 @@ DAMAGE = {
     "one byte flipped": lambda data, tmp: data[:-100] + bytes([data[-100] ^ 0x01]) + data[-99:],
     "empty": lambda data, tmp: b"",
     "not ours": lambda data, tmp: b"\x80\x04garbage" * 100,
-    "an old format": lambda data, tmp: data.replace(MAGIC, MAGIC.replace(b"1", b"0"), 1),
+    "an old format": lambda data, tmp: data.replace(MAGIC, b"sizing rule-set cache 1\n", 1),
     "a forged payload": _forged,
 }
 

@@ -26,7 +26,7 @@ from engine.files import write_atomic
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"sizing rule-set cache 1\n"
+MAGIC = b"sizing rule-set cache 2\n"
 DIGEST = 32
 # What a cached rule set may be made of: the engine's own classes and plain containers.
 # Anything else in a file (os.system, say) means it was not written here: it is refused.
@@ -86,7 +86,8 @@ def _digest(*parts: bytes) -> bytes:
 def _write(entry: Path, key: bytes, ruleset: Any) -> None:
     try:
         catalogs, body = io.BytesIO(), io.BytesIO()
-        pickle.dump(ruleset.catalogs, catalogs, protocol=pickle.HIGHEST_PROTOCOL)
+        # the catalogs and the rule files' tables first: the function registry is rebuilt from both
+        pickle.dump((ruleset.catalogs, ruleset.tables), catalogs, protocol=pickle.HIGHEST_PROTOCOL)
         _Pickler(body, ruleset).dump(ruleset)
         payload = len(catalogs.getvalue()).to_bytes(8, "little") + catalogs.getvalue() + body.getvalue()
         entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -113,9 +114,9 @@ def _read(entry: Path, key: bytes) -> Any | None:
         return None        # stale (the files changed) or damaged
     try:
         size = int.from_bytes(payload[:8], "little")
-        catalogs = _Unpickler(io.BytesIO(payload[8:8 + size]), None, None).load()
-        functions = build_functions(catalogs)
-        return _Unpickler(io.BytesIO(payload[8 + size:]), catalogs, functions).load()
+        catalogs, tables = _Unpickler(io.BytesIO(payload[8:8 + size]), None, None).load()
+        functions = build_functions(catalogs, tables)
+        return _Unpickler(io.BytesIO(payload[8 + size:]), catalogs, functions, tables).load()
     except Exception as e:  # noqa: BLE001 — whatever is wrong with it, the files are loaded instead
         log.warning("rule-set cache %s could not be used (%s); loading the rule files", entry, e)
         return None
@@ -135,13 +136,15 @@ class _Pickler(pickle.Pickler):
             return ("catalogs",)
         if obj is self.ruleset.functions:
             return ("functions",)
+        if obj is self.ruleset.tables:
+            return ("tables",)
         return None
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, catalogs, functions):
+    def __init__(self, file, catalogs, functions, tables=None):
         super().__init__(file)
-        self.catalogs, self.functions = catalogs, functions
+        self.catalogs, self.functions, self.tables = catalogs, functions, tables
 
     def persistent_load(self, pid):
         if pid[0] == "formula" and self.functions is not None:
@@ -150,6 +153,8 @@ class _Unpickler(pickle.Unpickler):
             return self.catalogs
         if pid == ("functions",) and self.functions is not None:
             return self.functions
+        if pid == ("tables",) and self.tables is not None:
+            return self.tables
         raise pickle.UnpicklingError(f"unexpected reference {pid!r}")
 
     def find_class(self, module, name):
