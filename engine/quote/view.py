@@ -14,7 +14,8 @@ from engine.quote.options import alternative_rows, layout_lines, layout_note
 
 log = logging.getLogger(__name__)
 
-# Seed 003's order for a quote: (section, input keys, result keys), each shown where present.
+# The order a sizing is reasoned in — model & precision, memory, compute, bandwidth, scaling,
+# targets: (section, input keys, result keys), each shown where present.
 SECTIONS = (
     ("model", ("workload", "model", "params_billion", "active_params_billion", "layers",
                "hidden_size", "seq_len", "precision", "weight_precision", "kv_cache_precision",
