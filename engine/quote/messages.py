@@ -71,7 +71,10 @@ class Messages:
         except (KeyError, TypeError):
             return default
 
-    def unit(self, unit: str) -> str:
+    def unit(self, unit: str, number: str = "") -> str:
+        """A unit in this language; after the number "1", its singular where the language has one."""
+        if number == "1" and unit in self.table.get("units_one", {}):
+            return self.table["units_one"][unit]
         return self.table.get("units", {}).get(unit, unit)
 
     def number(self, value: Any) -> str:
@@ -102,7 +105,7 @@ class Messages:
         text = self.number(value)
         if not unit:
             return text
-        return f"{text} {self.unit(unit)}"
+        return f"{text} {self.unit(unit, text)}"     # "1 GPU", "2 GPUs": by the number as written
 
     def heading(self, label: str, unit: str) -> str:
         """A column heading with its unit, unless the label already says it: "Cost (USD)"."""

@@ -227,11 +227,13 @@ def _headline(m: Messages, v: dict, gpu: str, count: Any) -> str:
     if not finite(hours) and finite(v.get("training_time_days")):
         hours = v["training_time_days"] * 24
     if finite(hours):
+        # {time} is the figure with its unit ("1 day", "19.2 days"); {value} the bare number
         if hours >= 24:
-            return m("headline.days", value=m.number(v.get("training_time_days", hours / 24)), **hw)
+            days = v.get("training_time_days", hours / 24)
+            return m("headline.days", value=m.number(days), time=m.value(days, "days"), **hw)
         if hours >= 1:
-            return m("headline.hours", value=m.number(hours), **hw)
-        return m("headline.minutes", value=m.number(hours * 60), **hw)
+            return m("headline.hours", value=m.number(hours), time=m.value(hours, "hours"), **hw)
+        return m("headline.minutes", value=m.number(hours * 60), time=m.value(hours * 60, "minutes"), **hw)
     if finite(v.get("output_tokens_per_s")):
         tokens = m.number(v["output_tokens_per_s"])
         if finite(v.get("ttft_ms")):
@@ -250,7 +252,8 @@ def _verdicts(m: Messages, v: dict) -> list[str]:
         need, have = m.number(v["memory_per_gpu_gb"]), m.number(v.get("gpu_memory_gb"))
         if finite(v.get("min_gpus_for_memory")):
             out.append(m("verdict.not_fit_min", need=need, have=have,
-                         min=m.number(v["min_gpus_for_memory"])))
+                         min=m.number(v["min_gpus_for_memory"]),
+                         gpus=m.value(v["min_gpus_for_memory"], "GPUs")))
         else:
             out.append(m("verdict.not_fit", need=need, have=have))
     if isinstance(v.get("meets_latency_targets"), bool):

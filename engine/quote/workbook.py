@@ -130,7 +130,7 @@ def _figure_rows(ws: Worksheet, row: int, figures: list[Figure], m: Messages) ->
         else:
             put(ws, row, 2, _cell_value(m, f.value), number_format(f.value, f.unit))
         if f.unit and f.unit != "fraction" and not isinstance(f.value, (bool, str)):
-            put(ws, row, 3, m.unit(f.unit))
+            put(ws, row, 3, m.unit(f.unit, m.number(f.value)))     # "1 | GPU", "8 | GPUs"
         if f.band:
             put(ws, row, 4, f.band).font = Font(italic=True, color="5B6B7C")
         row += 1
