@@ -192,10 +192,63 @@ def _checked(m: Messages, values: dict) -> list[str]:
         runs = checked_against(kind)
         band = values.get(f"{kind}_band")
         if runs and finite(band):
-            titles = "; ".join(dict.fromkeys(r["title"] for r in runs))
             out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs),
-                         band=f"{band:.0%}", runs=titles))
+                         band=f"{band:.0%}", runs="; ".join(source_names(runs))))
     return out
+
+
+def source_names(runs: list[dict]) -> list[str]:
+    """Each source named once, however many runs it gave: a run's title without the details in
+    brackets (a table, a version), and one name for titles at the same address or where one is
+    the other's short form ("Narayanan et al. 2021" and "Narayanan et al. 2021, Efficient …")."""
+    names: list[str] = []
+    urls: list[set[str]] = []
+    for run in runs:
+        name, url = _source_name(run.get("title", "")), run.get("url", "")
+        if not name:
+            continue
+        same = next((i for i, known in enumerate(names)
+                     if (url and url in urls[i]) or _short_form(name, known) or _short_form(known, name)), None)
+        if same is None:
+            names.append(name)
+            urls.append({url} if url else set())
+            continue
+        if len(name) > len(names[same]):
+            names[same] = name          # the fuller name of the two
+        if url:
+            urls[same].add(url)
+    return names
+
+
+def _source_name(title: str) -> str:
+    """A run's source by its name: "Meta Llama 2 model card (…, Table 2)" → "Meta Llama 2 model card"."""
+    name, depth = title, 0
+    for i, ch in enumerate(title):   # what follows a "; " outside brackets is a second citation
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and title.startswith("; ", i):
+            name = title[:i]
+            break
+    name = " ".join(name.split())
+    while name.endswith(")"):        # the details in brackets at the end: a table, a version
+        depth, i = 0, len(name) - 1
+        while i >= 0:
+            depth += (name[i] == ")") - (name[i] == "(")
+            if depth == 0:
+                break
+            i -= 1
+        if i <= 0:
+            break
+        name = name[:i].rstrip()
+    return name.strip(" ,;:")
+
+
+def _short_form(short: str, name: str) -> bool:
+    """`short` names the same work as `name`, in fewer words (a trailing "README" aside)."""
+    def words(text: str) -> list[str]:
+        out = [w.strip(",;:").casefold() for w in text.split()]
+        return out[:-1] if out and out[-1] == "readme" else out
+    a, b = words(short), words(name)
+    return 2 <= len(a) <= len(b) and b[:len(a)] == a      # one word alone names too much
 
 
 def _unit(key: str, unit: str, values: dict, inputs: dict) -> str:
