@@ -44,11 +44,14 @@ KEY_FIGURES = ("training_time_days", "training_time_hours", "training_time_hours
                "cost_per_million_tokens", "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory",
                "min_gpus_for_memory", "gpus_for_deadline", "effective_tflops_total", "bottleneck")
 MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb")
-# Defaults that shape the figures: listed as assumptions when the intake left them out.
-ASSUMED = ("utilization", "scaling_efficiency", "precision", "weight_precision",
-           "kv_cache_precision", "optimizer", "activation_checkpointing", "zero_stage",
-           "tensor_parallel", "pipeline_parallel", "gpus_per_node", "global_batch_size",
-           "micro_batch_size", "flash_attention", "gpu_hour_price", "currency")
+# Defaults that shape the figures, in the order the Assumptions list them when the intake left
+# them out (any other default the form filled in follows).
+ASSUMED = ("gpu_count", "utilization", "scaling_efficiency", "precision", "weight_precision",
+           "kv_cache_precision", "finetune_method", "lora_rank", "epochs", "optimizer",
+           "activation_checkpointing", "zero_stage", "tensor_parallel", "pipeline_parallel",
+           "gpus_per_node", "global_batch_size", "micro_batch_size", "flash_attention",
+           "gpu_hour_price", "currency", "optimize_for")
+NOT_ASSUMPTIONS = {"language"}     # the quote's own language says itself
 SCALING_KEYS = ("training_time_days", "training_time_hours", "gpu_hours", "output_tokens_per_s",
                 "ttft_ms", "tpot_ms", "max_concurrency", "cost_total", "cost_per_million_tokens",
                 "fits_in_memory")
@@ -132,8 +135,10 @@ class Quote:
 def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     """The view every output is written from; `grid` is evaluate_grid's frame, if any."""
     m = messages(intake.language if intake else "en")
-    entered = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
-    inputs = {**entered, **results.inputs}    # resolved by the engine where it resolved them
+    filled = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
+    # what the intake said itself; the form's defaults for what it left out are assumptions
+    entered = {k: v for k, v in filled.items() if intake.sources.get(k) != "default"}
+    inputs = {**filled, **results.assumptions, **results.inputs}   # resolved by the engine where it resolved them
     steps = {s.name: s for s in results.trace}
     values = results.values
 
@@ -172,7 +177,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
                                   and k != _slower_time_unit(values)],
         sections=sections,
         warnings=[n.text(m.lang) for n in results.warnings],
-        assumptions=[given(k) for k in ASSUMED if k in inputs and k not in entered],
+        assumptions=_assumptions(m, inputs, entered, values, given),
         memory=[result(k) for k in MEMORY_PARTS if k in values],
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs),
@@ -181,6 +186,19 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
                                       bool(values.get("is_training")), inputs.get("deadline_days")),
     )
+
+
+def _assumptions(m: Messages, inputs: dict, entered: dict, values: dict, given) -> list[Figure]:
+    """What the intake left out and the engine assumed: the defaults it filled in, and the
+    catalog's price where no price was given. Figures the engine worked out are results, not here."""
+    keys = [k for k in ASSUMED if k in inputs] + [k for k in inputs if k not in ASSUMED]
+    out = [given(k) for k in keys if k not in entered and k not in NOT_ASSUMPTIONS]
+    if "gpu_hour_price" not in inputs and finite(values.get("price_per_gpu_hour")) \
+            and finite(values.get("cost_total")):
+        unit = _unit("price_per_gpu_hour", "currency", values, inputs)
+        out.append(Figure("gpu_hour_price", m.input_label("gpu_hour_price"), values["price_per_gpu_hour"],
+                          unit, m.value(values["price_per_gpu_hour"], unit)))
+    return out
 
 
 def _checked(m: Messages, values: dict) -> list[str]:

@@ -357,7 +357,8 @@ def _intake(ws: Worksheet, q: Quote) -> dict[str, str]:
         put(ws, row, 1, key)
         put(ws, row, 2, m.input_label(key))
         put(ws, row, 3, value if isinstance(value, (int, float, str)) else str(value))
-        put(ws, row, 4, intake.where(key))
+        where = intake.where(key)
+        put(ws, row, 4, m("assumed_source") if where == "default" else where)
         at[key] = _location(ws.title, f"C{row}")
     ws.freeze_panes = "A2"
     _widths(ws, [24, 34, 30, 22])
