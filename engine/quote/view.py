@@ -141,6 +141,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     inputs = {**filled, **results.assumptions, **results.inputs}   # resolved by the engine where it resolved them
     steps = {s.name: s for s in results.trace}
     values = results.values
+    cost_label = _cost_label(m, values, inputs)
 
     def result(key: str) -> Figure:
         step = steps.get(key)
@@ -153,6 +154,8 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
             band = m("likely_range", low=m.number(low), high=m.number(high))
             text = m("likely", value=text, low=m.number(low), high=m.number(high))
+        if key == "cost_total" and cost_label:
+            label = cost_label
         return Figure(key, label or key, value, unit, text, band)
 
     def given(key: str) -> Figure:
@@ -180,11 +183,12 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         assumptions=_assumptions(m, inputs, entered, values, given),
         memory=[result(k) for k in MEMORY_PARTS if k in values],
         values=values, gpu_count=int(count) if finite(count) else 1,
-        scaling=_scaling_columns(m, grid, steps, values, inputs),
+        scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         checked=_checked(m, values), results=results, intake=intake,
         layout=layout_lines(m, results.plan), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
-                                      bool(values.get("is_training")), inputs.get("deadline_days")),
+                                      bool(values.get("is_training")), inputs.get("deadline_days"),
+                                      cost_label=_cost_label(m, values, inputs, "alternatives.cost_per_period")),
     )
 
 
@@ -199,6 +203,14 @@ def _assumptions(m: Messages, inputs: dict, entered: dict, values: dict, given) 
         out.append(Figure("gpu_hour_price", m.input_label("gpu_hour_price"), values["price_per_gpu_hour"],
                           unit, m.value(values["price_per_gpu_hour"], unit)))
     return out
+
+
+def _cost_label(m: Messages, values: dict, inputs: dict, path: str = "cost_per_period") -> str:
+    """Online serving's cost is for a period of running (rules/cost.yaml, service_days): say which."""
+    days = values.get("service_days")
+    if inputs.get("workload") != "online-inference" or not finite(days) or "cost_total" not in values:
+        return ""
+    return m(path, days=m.value(days, "days"))
 
 
 def _checked(m: Messages, values: dict) -> list[str]:
@@ -359,7 +371,8 @@ def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None 
         return None
 
 
-def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict) -> list[Column]:
+def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
+                     cost_label: str = "") -> list[Column]:
     """The scaling table: GPUs, then time or throughput, speedup, efficiency, cost, fit."""
     if grid is None or len(grid) == 0 or "gpu_count" not in grid:
         return []
@@ -370,6 +383,8 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict)
     for key in keys:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else key
+        if key == "cost_total" and cost_label:
+            label = cost_label
         cells = [plain(v) for v in grid[key].tolist()]
         columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
                               cells))
