@@ -103,6 +103,9 @@ def quote_results(intake: Intake, ruleset) -> Results:
     from engine.calc.planner import planned
     results, plan = planned(intake, ruleset)
     results.plan = plan
+    # The form's defaults for fields the intake left blank are assumptions, not inputs.
+    defaults = {k for k, where in intake.sources.items() if where == "default"}
+    results.assumptions = {k: results.inputs.pop(k) for k in list(results.inputs) if k in defaults}
     try:
         results.alternatives = alternatives(intake.values, ruleset, requested_layout=plan.chosen,
                                             objective=str(intake.values.get("optimize_for") or "cost"))

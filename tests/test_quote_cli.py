@@ -31,8 +31,11 @@ def test_json_document_for_a_training_intake(tmp_path):
     proc = sizing("quote", ROOT / "samples" / "seed002-bert-base-8xv100.yaml", "-o", tmp_path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    # DESIGN.md §4: the five keys, and what the planner chose beside the alternatives it weighed
-    assert set(doc) == {"inputs", "results", "warnings", "trace", "ruleset", "plan", "alternatives"}
+    # DESIGN.md §4: the five keys, the defaults assumed for what the intake left out, and what
+    # the planner chose beside the alternatives it weighed
+    assert set(doc) == {"inputs", "assumptions", "results", "warnings", "trace", "ruleset", "plan",
+                        "alternatives"}
+    assert doc["assumptions"]["optimizer"] == "adamw" and "optimizer" not in doc["inputs"]
     assert set(doc["plan"]) >= {"chosen", "by", "runner_up"}
     assert set(doc["plan"]["by"].values()) <= {"intake", "planner"}
     assert "zero_stage" in doc["plan"]["chosen"] and "zero_stage" not in doc["inputs"]

@@ -48,7 +48,11 @@ def test_seed000_warns_about_a_precision_the_gpu_lacks(ruleset, gpu, precision, 
     result = evaluate({**rtx4090(1, precision), "gpu": gpu}, ruleset)
     warning = next(w for w in result.warnings if w.code == "precision_fallback")
     assert result.values["peak_basis"] == used
-    assert precision in warning.text("en") and used in warning.text("en")
+    # the precisions by the names catalogs/precisions.yaml gives them, not by their ids
+    for lang in ("en", "zh-TW"):
+        names = [ruleset.catalogs.name_of(p, lang) for p in (precision, used)]
+        assert all(name and name != p for name, p in zip(names, (precision, used)))
+        assert all(name in warning.text(lang) for name in names), warning.text(lang)
 
 
 def test_seed000_realistic_utilization_warning(ruleset):

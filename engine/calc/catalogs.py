@@ -43,6 +43,21 @@ class Catalogs:
             line, node = line_of(node, part), node[part]
         return f"{where.rsplit(':', 1)[0]}:{line}" if where and line else where
 
+    def name_of(self, key: Any, lang: str = "en") -> str | None:
+        """The name quotes show for a catalog id — a precision's `label`, a GPU's or a model's
+        `name` — or None when `key` is no catalog id."""
+        if not isinstance(key, str):
+            return None
+        if key in self.precisions:
+            label = self.precisions[key].get("label")
+            if isinstance(label, dict):
+                return str(label.get(lang) or label.get("en") or key)
+            return str(label or key)
+        for entries in (self.gpus, self.models):
+            if key in entries and entries[key].get("name"):
+                return str(entries[key]["name"])
+        return None
+
     def resolve(self, catalog: str, text: Any) -> str | None:
         """Catalog id for an id or alias, case- and space-insensitive; None if unknown."""
         if text is None:

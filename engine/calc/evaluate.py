@@ -239,26 +239,31 @@ def friendly_number(value: float) -> str:
 
 
 class _PlainView(dict):
-    """The scope as plain Python values, converted only for the names a message uses."""
+    """The scope as plain Python values, converted only for the names a message uses; a catalog
+    id reads as its name in the message's language (`bf16` → "BF16 (bfloat16)")."""
 
-    def __init__(self, scope: dict):
+    def __init__(self, scope: dict, catalogs=None, lang: str = "en"):
         super().__init__()
-        self.scope = scope
+        self.scope, self.catalogs, self.lang = scope, catalogs, lang
 
     def __getitem__(self, key):
         value = self.scope[key]
-        return value if isinstance(value, str) else plain(value)
+        if isinstance(value, str):
+            name = self.catalogs.name_of(value, self.lang) if self.catalogs is not None else None
+            return name or value
+        return plain(value)
 
 
 def _warnings(ruleset, scope: dict) -> list[Notice]:
     notices, formatter = [], _MessageFormatter()
+    catalogs = getattr(ruleset, "catalogs", None)
     for w in ruleset.warnings:
         if not _run(w, w.when, scope):
             continue
         message = {}
         for lang, text in w.message.items():
             try:
-                message[lang] = formatter.vformat(text, (), _PlainView(scope))
+                message[lang] = formatter.vformat(text, (), _PlainView(scope, catalogs, lang))
             except (KeyError, ValueError, IndexError) as e:
                 message[lang] = text + f" [message placeholder problem: {e}]"
         notices.append(Notice(w.code, message, w.where, w.severity))

@@ -165,7 +165,7 @@ class Lookups:
             raise FormulaError("lookup.unknown", f"there is no speedup table `{table}` in catalogs/scaling.yaml.")
         reads = READS.get()
         if reads is not None:
-            points = ", ".join(f"{n} GPUs {s:g}×" for n, s in spec["points"].items())
+            points = ", ".join(f"{n} GPU{'' if n == 1 else 's'} {s:g}×" for n, s in spec["points"].items())
             reads.append(Source(f"speedup table {table}", points,
                                 self.catalogs.where.get(("speedup_tables", table), "catalogs/scaling.yaml")))
         xs = np.array(list(spec["points"]), dtype=float)

@@ -56,7 +56,8 @@ class Results:
     trace: list[Step]
     warnings: list[Notice]
     ruleset: str
-    inputs: dict[str, Any] = field(default_factory=dict)   # resolved inputs used
+    inputs: dict[str, Any] = field(default_factory=dict)   # resolved inputs used, as the intake gave them
+    assumptions: dict[str, Any] = field(default_factory=dict)   # defaults used for fields it left blank
     plan: Any = None                 # the layout the planner chose (engine.calc.planner.Plan)
     alternatives: list = field(default_factory=list)       # engine.calc.alternatives.Option, requested first
 
@@ -64,9 +65,10 @@ class Results:
         return next((s for s in self.trace if s.name == name), None)
 
     def to_json(self, lang: str = "en") -> dict:
-        """The `--json` document: {"inputs", "results", "warnings", "trace", "ruleset"}."""
+        """The `--json` document: {"inputs", "assumptions", "results", "warnings", "trace", "ruleset"}."""
         return {
             "inputs": {k: plain(v) for k, v in self.inputs.items()},
+            "assumptions": {k: plain(v) for k, v in self.assumptions.items()},
             "results": {k: plain(v) for k, v in self.values.items()},
             "warnings": [{"code": n.code, "message": n.text(lang), "where": n.where,
                           "severity": n.severity} for n in self.warnings],

@@ -12,13 +12,15 @@ if TYPE_CHECKING:
 
 
 def quote_document(quote: Quote) -> dict:
-    """`Results.to_json` (the `--json` document) plus who, when, the headline and the scaling table."""
+    """`Results.to_json` (the `--json` document) plus who, when, the headline, the key figures as
+    the quote words them and the scaling table."""
     return {
         "customer": quote.customer,
         "project": quote.project,
         "language": quote.lang,
         "generated_at": quote.generated_at.isoformat(),
         "headline": quote.headline,
+        "key_figures": [{"key": f.key, "label": f.label, "text": f.text} for f in quote.key_figures],
         **quote.results.to_json(quote.lang),
         "scaling": [{c.key: plain(c.values[i]) for c in quote.scaling}
                     for i in range(len(quote.scaling[0].values))] if quote.scaling else [],

@@ -10,6 +10,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from engine.intake.form import current_form
 from engine.paths import LANGUAGES, TEMPLATES_DIR
 
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -71,7 +72,10 @@ class Messages:
         except (KeyError, TypeError):
             return default
 
-    def unit(self, unit: str) -> str:
+    def unit(self, unit: str, number: str = "") -> str:
+        """A unit in this language; after the number "1", its singular where the language has one."""
+        if number == "1" and unit in self.table.get("units_one", {}):
+            return self.table["units_one"][unit]
         return self.table.get("units", {}).get(unit, unit)
 
     def number(self, value: Any) -> str:
@@ -102,7 +106,7 @@ class Messages:
         text = self.number(value)
         if not unit:
             return text
-        return f"{text} {self.unit(unit)}"
+        return f"{text} {self.unit(unit, text)}"     # "1 GPU", "2 GPUs": by the number as written
 
     def heading(self, label: str, unit: str) -> str:
         """A column heading with its unit, unless the label already says it: "Cost (USD)"."""
@@ -110,11 +114,19 @@ class Messages:
         return f"{label} ({unit})" if unit and unit not in label else label
 
     def input_label(self, key: str) -> str:
-        return self.table.get("inputs", {}).get(key, key)
+        """An intake field's name: this catalogue's, else the form's own label."""
+        label = self.table.get("inputs", {}).get(key)
+        return label or current_form().label(key, self.lang)
 
     def input_value(self, key: str, value: Any) -> str:
-        if key == "workload":
-            return self.table.get("workloads", {}).get(value, str(value))
+        """An intake value as the reader knows it: a choice by its name ("lora" → "LoRA"), else the number."""
+        if key == "workload" and value in self.table.get("workloads", {}):
+            return self.table["workloads"][value]
+        if isinstance(value, str):
+            form = current_form()       # the form's choice lists name every id they offer
+            field = form.fields.get(key)
+            if field is not None and field.type == "choice" and field.choices:
+                return form.choice_label(field.choices, value, self.lang)
         return self.number(value)
 
 

@@ -56,9 +56,11 @@ def describe(m: Messages, layout: dict) -> str:
     return ", ".join(parts)
 
 
-def alternative_rows(m: Messages, options: list, currency: str, training: bool, deadline: Any) -> list[Alternative]:
+def alternative_rows(m: Messages, options: list, currency: str, training: bool, deadline: Any,
+                     cost_label: str = "") -> list[Alternative]:
     """The requested configuration and the others; where the request misses a target, the
-    cheapest that meets it comes first."""
+    cheapest that meets it comes first. `cost_label` names the cost column where it is for a
+    period (online serving)."""
     if not options:
         return []
     requested = next((o for o in options if o.requested), options[0])
@@ -68,14 +70,15 @@ def alternative_rows(m: Messages, options: list, currency: str, training: bool, 
         if first is not None:
             ordered.remove(first)
             ordered.insert(0, first)
-    return [_row(m, o, requested, currency, training, deadline) for o in ordered]
+    return [_row(m, o, requested, currency, training, deadline, cost_label) for o in ordered]
 
 
-def _row(m: Messages, option, requested, currency: str, training: bool, deadline: Any) -> Alternative:
+def _row(m: Messages, option, requested, currency: str, training: bool, deadline: Any,
+         cost_label: str = "") -> Alternative:
     f, name = option.figures, option.extra.get("gpu_name", option.gpu)
     configuration = m("alternatives.configuration", count=m.number(option.gpu_count), gpu=name,
                       precision=m.input_value("precision", option.precision))
-    shown = [(m("alternatives.cost"), m.value(f.get("cost_total"), currency))]
+    shown = [(cost_label or m("alternatives.cost"), m.value(f.get("cost_total"), currency))]
     if training:
         shown.insert(0, (m("alternatives.time"), m.value(f.get("training_time_days"), "days")))
     else:

@@ -14,7 +14,8 @@ from engine.quote.options import alternative_rows, layout_lines, layout_note
 
 log = logging.getLogger(__name__)
 
-# Seed 003's order for a quote: (section, input keys, result keys), each shown where present.
+# The order a sizing is reasoned in — model & precision, memory, compute, bandwidth, scaling,
+# targets: (section, input keys, result keys), each shown where present.
 SECTIONS = (
     ("model", ("workload", "model", "params_billion", "active_params_billion", "layers",
                "hidden_size", "seq_len", "precision", "weight_precision", "kv_cache_precision",
@@ -43,11 +44,14 @@ KEY_FIGURES = ("training_time_days", "training_time_hours", "training_time_hours
                "cost_per_million_tokens", "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory",
                "min_gpus_for_memory", "gpus_for_deadline", "effective_tflops_total", "bottleneck")
 MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb")
-# Defaults that shape the figures: listed as assumptions when the intake left them out.
-ASSUMED = ("utilization", "scaling_efficiency", "precision", "weight_precision",
-           "kv_cache_precision", "optimizer", "activation_checkpointing", "zero_stage",
-           "tensor_parallel", "pipeline_parallel", "gpus_per_node", "global_batch_size",
-           "micro_batch_size", "flash_attention", "gpu_hour_price", "currency")
+# Defaults that shape the figures, in the order the Assumptions list them when the intake left
+# them out (any other default the form filled in follows).
+ASSUMED = ("gpu_count", "utilization", "scaling_efficiency", "precision", "weight_precision",
+           "kv_cache_precision", "finetune_method", "lora_rank", "epochs", "optimizer",
+           "activation_checkpointing", "zero_stage", "tensor_parallel", "pipeline_parallel",
+           "gpus_per_node", "global_batch_size", "micro_batch_size", "flash_attention",
+           "gpu_hour_price", "currency", "optimize_for")
+NOT_ASSUMPTIONS = {"language"}     # the quote's own language says itself
 SCALING_KEYS = ("training_time_days", "training_time_hours", "gpu_hours", "output_tokens_per_s",
                 "ttft_ms", "tpot_ms", "max_concurrency", "cost_total", "cost_per_million_tokens",
                 "fits_in_memory")
@@ -131,10 +135,13 @@ class Quote:
 def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     """The view every output is written from; `grid` is evaluate_grid's frame, if any."""
     m = messages(intake.language if intake else "en")
-    entered = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
-    inputs = {**entered, **results.inputs}    # resolved by the engine where it resolved them
+    filled = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
+    # what the intake said itself; the form's defaults for what it left out are assumptions
+    entered = {k: v for k, v in filled.items() if intake.sources.get(k) != "default"}
+    inputs = {**filled, **results.assumptions, **results.inputs}   # resolved by the engine where it resolved them
     steps = {s.name: s for s in results.trace}
     values = results.values
+    cost_label = _cost_label(m, values, inputs)
 
     def result(key: str) -> Figure:
         step = steps.get(key)
@@ -147,6 +154,8 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
             band = m("likely_range", low=m.number(low), high=m.number(high))
             text = m("likely", value=text, low=m.number(low), high=m.number(high))
+        if key == "cost_total" and cost_label:
+            label = cost_label
         return Figure(key, label or key, value, unit, text, band)
 
     def given(key: str) -> Figure:
@@ -171,15 +180,37 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
                                   and k != _slower_time_unit(values)],
         sections=sections,
         warnings=[n.text(m.lang) for n in results.warnings],
-        assumptions=[given(k) for k in ASSUMED if k in inputs and k not in entered],
+        assumptions=_assumptions(m, inputs, entered, values, given),
         memory=[result(k) for k in MEMORY_PARTS if k in values],
         values=values, gpu_count=int(count) if finite(count) else 1,
-        scaling=_scaling_columns(m, grid, steps, values, inputs),
+        scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         checked=_checked(m, values), results=results, intake=intake,
         layout=layout_lines(m, results.plan), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
-                                      bool(values.get("is_training")), inputs.get("deadline_days")),
+                                      bool(values.get("is_training")), inputs.get("deadline_days"),
+                                      cost_label=_cost_label(m, values, inputs, "alternatives.cost_per_period")),
     )
+
+
+def _assumptions(m: Messages, inputs: dict, entered: dict, values: dict, given) -> list[Figure]:
+    """What the intake left out and the engine assumed: the defaults it filled in, and the
+    catalog's price where no price was given. Figures the engine worked out are results, not here."""
+    keys = [k for k in ASSUMED if k in inputs] + [k for k in inputs if k not in ASSUMED]
+    out = [given(k) for k in keys if k not in entered and k not in NOT_ASSUMPTIONS]
+    if "gpu_hour_price" not in inputs and finite(values.get("price_per_gpu_hour")) \
+            and finite(values.get("cost_total")):
+        unit = _unit("price_per_gpu_hour", "currency", values, inputs)
+        out.append(Figure("gpu_hour_price", m.input_label("gpu_hour_price"), values["price_per_gpu_hour"],
+                          unit, m.value(values["price_per_gpu_hour"], unit)))
+    return out
+
+
+def _cost_label(m: Messages, values: dict, inputs: dict, path: str = "cost_per_period") -> str:
+    """Online serving's cost is for a period of running (rules/cost.yaml, service_days): say which."""
+    days = values.get("service_days")
+    if inputs.get("workload") != "online-inference" or not finite(days) or "cost_total" not in values:
+        return ""
+    return m(path, days=m.value(days, "days"))
 
 
 def _checked(m: Messages, values: dict) -> list[str]:
@@ -191,10 +222,63 @@ def _checked(m: Messages, values: dict) -> list[str]:
         runs = checked_against(kind)
         band = values.get(f"{kind}_band")
         if runs and finite(band):
-            titles = "; ".join(dict.fromkeys(r["title"] for r in runs))
             out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs),
-                         band=f"{band:.0%}", runs=titles))
+                         band=f"{band:.0%}", runs="; ".join(source_names(runs))))
     return out
+
+
+def source_names(runs: list[dict]) -> list[str]:
+    """Each source named once, however many runs it gave: a run's title without the details in
+    brackets (a table, a version), and one name for titles at the same address or where one is
+    the other's short form ("Narayanan et al. 2021" and "Narayanan et al. 2021, Efficient …")."""
+    names: list[str] = []
+    urls: list[set[str]] = []
+    for run in runs:
+        name, url = _source_name(run.get("title", "")), run.get("url", "")
+        if not name:
+            continue
+        same = next((i for i, known in enumerate(names)
+                     if (url and url in urls[i]) or _short_form(name, known) or _short_form(known, name)), None)
+        if same is None:
+            names.append(name)
+            urls.append({url} if url else set())
+            continue
+        if len(name) > len(names[same]):
+            names[same] = name          # the fuller name of the two
+        if url:
+            urls[same].add(url)
+    return names
+
+
+def _source_name(title: str) -> str:
+    """A run's source by its name: "Meta Llama 2 model card (…, Table 2)" → "Meta Llama 2 model card"."""
+    name, depth = title, 0
+    for i, ch in enumerate(title):   # what follows a "; " outside brackets is a second citation
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and title.startswith("; ", i):
+            name = title[:i]
+            break
+    name = " ".join(name.split())
+    while name.endswith(")"):        # the details in brackets at the end: a table, a version
+        depth, i = 0, len(name) - 1
+        while i >= 0:
+            depth += (name[i] == ")") - (name[i] == "(")
+            if depth == 0:
+                break
+            i -= 1
+        if i <= 0:
+            break
+        name = name[:i].rstrip()
+    return name.strip(" ,;:")
+
+
+def _short_form(short: str, name: str) -> bool:
+    """`short` names the same work as `name`, in fewer words (a trailing "README" aside)."""
+    def words(text: str) -> list[str]:
+        out = [w.strip(",;:").casefold() for w in text.split()]
+        return out[:-1] if out and out[-1] == "readme" else out
+    a, b = words(short), words(name)
+    return 2 <= len(a) <= len(b) and b[:len(a)] == a      # one word alone names too much
 
 
 def _unit(key: str, unit: str, values: dict, inputs: dict) -> str:
@@ -226,11 +310,13 @@ def _headline(m: Messages, v: dict, gpu: str, count: Any) -> str:
     if not finite(hours) and finite(v.get("training_time_days")):
         hours = v["training_time_days"] * 24
     if finite(hours):
+        # {time} is the figure with its unit ("1 day", "19.2 days"); {value} the bare number
         if hours >= 24:
-            return m("headline.days", value=m.number(v.get("training_time_days", hours / 24)), **hw)
+            days = v.get("training_time_days", hours / 24)
+            return m("headline.days", value=m.number(days), time=m.value(days, "days"), **hw)
         if hours >= 1:
-            return m("headline.hours", value=m.number(hours), **hw)
-        return m("headline.minutes", value=m.number(hours * 60), **hw)
+            return m("headline.hours", value=m.number(hours), time=m.value(hours, "hours"), **hw)
+        return m("headline.minutes", value=m.number(hours * 60), time=m.value(hours * 60, "minutes"), **hw)
     if finite(v.get("output_tokens_per_s")):
         tokens = m.number(v["output_tokens_per_s"])
         if finite(v.get("ttft_ms")):
@@ -249,7 +335,8 @@ def _verdicts(m: Messages, v: dict) -> list[str]:
         need, have = m.number(v["memory_per_gpu_gb"]), m.number(v.get("gpu_memory_gb"))
         if finite(v.get("min_gpus_for_memory")):
             out.append(m("verdict.not_fit_min", need=need, have=have,
-                         min=m.number(v["min_gpus_for_memory"])))
+                         min=m.number(v["min_gpus_for_memory"]),
+                         gpus=m.value(v["min_gpus_for_memory"], "GPUs")))
         else:
             out.append(m("verdict.not_fit", need=need, have=have))
     if isinstance(v.get("meets_latency_targets"), bool):
@@ -284,7 +371,8 @@ def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None 
         return None
 
 
-def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict) -> list[Column]:
+def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
+                     cost_label: str = "") -> list[Column]:
     """The scaling table: GPUs, then time or throughput, speedup, efficiency, cost, fit."""
     if grid is None or len(grid) == 0 or "gpu_count" not in grid:
         return []
@@ -295,6 +383,8 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict)
     for key in keys:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else key
+        if key == "cost_total" and cost_label:
+            label = cost_label
         cells = [plain(v) for v in grid[key].tolist()]
         columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
                               cells))

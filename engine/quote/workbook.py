@@ -130,7 +130,7 @@ def _figure_rows(ws: Worksheet, row: int, figures: list[Figure], m: Messages) ->
         else:
             put(ws, row, 2, _cell_value(m, f.value), number_format(f.value, f.unit))
         if f.unit and f.unit != "fraction" and not isinstance(f.value, (bool, str)):
-            put(ws, row, 3, m.unit(f.unit))
+            put(ws, row, 3, m.unit(f.unit, m.number(f.value)))     # "1 | GPU", "8 | GPUs"
         if f.band:
             put(ws, row, 4, f.band).font = Font(italic=True, color="5B6B7C")
         row += 1
@@ -357,7 +357,8 @@ def _intake(ws: Worksheet, q: Quote) -> dict[str, str]:
         put(ws, row, 1, key)
         put(ws, row, 2, m.input_label(key))
         put(ws, row, 3, value if isinstance(value, (int, float, str)) else str(value))
-        put(ws, row, 4, intake.where(key))
+        where = intake.where(key)
+        put(ws, row, 4, m("assumed_source") if where == "default" else where)
         at[key] = _location(ws.title, f"C{row}")
     ws.freeze_panes = "A2"
     _widths(ws, [24, 34, 30, 22])

@@ -1,0 +1,271 @@
+"""Words a customer understands: no internal names, plurals, catalog names, the serving period,
+assumptions apart from inputs, and each source named once — in the quotes' three outputs and
+three languages."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+from pathlib import Path
+
+import openpyxl
+import pytest
+from ruamel.yaml import YAML
+
+from engine.calc.evidence import checked_against
+from engine.calc.ruleset import current_ruleset
+from engine.intake.form import current_form
+from engine.job import run_job
+from engine.paths import LANGUAGES, SAMPLES_DIR, TEMPLATES_DIR
+from engine.quote.messages import messages
+from engine.quote.view import _source_name
+
+# What must never reach a customer: the project's names for its reference articles.
+INTERNAL = re.compile(r"seed\s*-?\s*0\d\d|seed article|the seed's|文章", re.IGNORECASE)
+ENGLISH_ONE_PLURAL = re.compile(r"(?<![\d.,])1 (GPUs|days|hours|minutes|steps|samples|requests|tokens|GPU-hours)\b")
+
+LORA_ONE_GPU = """\
+customer: Words Test Co.
+workload: fine-tuning
+model: llama-2-7b
+finetune_method: lora
+samples: 20000
+seq_len: 1024
+gpu: H100
+gpu_count: 1
+deadline_days: 0.01
+"""
+# The English online sample's figures, in the two other languages.
+ONLINE = (SAMPLES_DIR / "llama-70b-online-8xh100.yaml").read_text(encoding="utf-8")
+
+
+class Quoted:
+    """One intake quoted by run_job, with its three outputs read back as text."""
+
+    def __init__(self, source: Path, outdir: Path):
+        self.source = source
+        self.job = run_job(source, outdir)
+        assert self.job.ok, (source.name, self.job.problems)
+        self.lang = self.job.intake.language
+        stem = outdir / f"{self.job.stem}.quote"
+        self.html = Path(f"{stem}.html").read_text(encoding="utf-8")
+        self.doc = json.loads(Path(f"{stem}.json").read_text(encoding="utf-8"))
+        book = openpyxl.load_workbook(f"{stem}.xlsx")
+        self.sheets = {ws.title: [c.value for row in ws.iter_rows() for c in row if isinstance(c.value, str)]
+                       for ws in book.worksheets}
+        self.given = YAML(typ="safe").load(source.read_text(encoding="utf-8"))
+
+    @property
+    def html_text(self) -> str:
+        """What a reader of the page sees (tags and the stylesheet left out)."""
+        body = re.sub(r"<(style|script)\b.*?</\1>", " ", self.html, flags=re.S)
+        return html_lib.unescape(re.sub(r"<[^>]+>", "\n", body))
+
+    def json_strings(self) -> list[str]:
+        out = []
+
+        def walk(node):
+            if isinstance(node, dict):
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+            elif isinstance(node, str):
+                out.append(node)
+        walk(self.doc)
+        return out
+
+    def customer_sheets(self) -> str:
+        """The workbook's sheets written for the customer (the Audit and the intake as typed aside)."""
+        m = messages(self.lang)
+        names = [m(f"sheets.{k}") for k in ("summary", "memory", "scaling", "alternatives")]
+        return "\n".join(v for name in names for v in self.sheets.get(name, []))
+
+    def everything(self) -> str:
+        text = "\n".join([self.html_text, *self.json_strings(),
+                          *(v for values in self.sheets.values() for v in values)])
+        return text.replace(self.source.stem.split(".")[0], "")    # a sample's file name is the user's own
+
+    def words(self) -> str:
+        """The human-readable strings of the JSON: headline, key figures, warnings, sources."""
+        d = self.doc
+        return "\n".join([d["headline"], *(f"{f['label']} {f['text']}" for f in d["key_figures"]),
+                          *(w["message"] for w in d["warnings"])])
+
+
+@pytest.fixture(scope="module")
+def quotes(tmp_path_factory) -> dict[str, Quoted]:
+    folder = tmp_path_factory.mktemp("words")
+    intakes = sorted(SAMPLES_DIR.glob("*.yaml"))
+    written = {"lora-1xh100.yaml": LORA_ONE_GPU,
+               "online.zh-TW.yaml": ONLINE.replace("currency: USD", "language: zh-TW"),
+               "online.zh-CN.yaml": ONLINE.replace("currency: USD", "language: zh-CN\ncurrency: CNY")}
+    for name, text in written.items():
+        (folder / name).write_text(text, encoding="utf-8")
+        intakes.append(folder / name)
+    return {p.name: Quoted(p, folder / "out") for p in intakes}
+
+
+def test_the_quotes_cover_the_three_languages(quotes):
+    assert {q.lang for q in quotes.values()} == set(LANGUAGES)
+
+
+def test_no_internal_names_in_any_output(quotes):
+    for name, q in quotes.items():
+        found = INTERNAL.findall(q.everything())
+        assert not found, (name, found)
+
+
+def test_no_internal_names_in_the_texts_that_can_reach_a_quote():
+    """Every rule's why: and label, every warning message and every message of the catalogues,
+    whether or not a sample happens to show it."""
+    ruleset = current_ruleset()
+    texts = [r.why for r in ruleset.rules.values()]
+    texts += [t for r in ruleset.rules.values() for t in r.label.values()]
+    texts += [t for w in ruleset.warnings for t in w.message.values()]
+
+    def strings(node):
+        if isinstance(node, dict):
+            return [s for v in node.values() for s in strings(v)]
+        if isinstance(node, list):
+            return [s for v in node for s in strings(v)]
+        return [node] if isinstance(node, str) else []
+    for lang in LANGUAGES:
+        texts += strings(YAML(typ="safe").load((TEMPLATES_DIR / "messages" / f"{lang}.yaml").read_text(encoding="utf-8")))
+    assert len(texts) > 300
+    leaks = [t for t in texts if INTERNAL.search(t)]
+    assert not leaks, leaks
+
+
+def test_one_is_singular_in_english(quotes):
+    m = messages("en")
+    assert m.value(1, "GPUs") == "1 GPU" and m.value(2, "GPUs") == "2 GPUs"
+    assert m.value(1.0, "days") == "1 day" and m.value(1.004, "days") == "1 day"    # as written
+    assert m.value(1.5, "days") == "1.5 days"
+    for lang in ("zh-TW", "zh-CN"):      # no plural: the same words after 1
+        zh = messages(lang)
+        assert zh.value(1, "GPUs") == zh.value(8, "GPUs").replace("8", "1", 1)
+    for name, q in quotes.items():
+        found = ENGLISH_ONE_PLURAL.findall(q.everything())
+        assert not found, (name, found)
+    lora = quotes["lora-1xh100.yaml"]
+    assert "1 GPU" in lora.html_text and "1 × H100" in lora.html_text
+    # the deadline it misses is said without "At 1 GPUs"
+    deadline = next(w["message"] for w in lora.doc["warnings"] if w["code"] == "deadline_missed")
+    assert deadline.startswith("On 1 × H100 SXM5 80GB"), deadline
+    assert any("1 GPU 1×" in str(s.get("value")) for step in quotes["rtx4090-lora-7b.zh-TW.yaml"].doc["trace"]
+               for s in step["sources"])
+
+
+def _id_shown(text: str, value: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
+
+
+def test_catalog_ids_are_shown_by_their_names(quotes):
+    form, catalogs = current_form(), current_ruleset().catalogs
+    checked = 0
+    for name, q in quotes.items():
+        intake = q.job.intake
+        for key in ("precision", "weight_precision", "kv_cache_precision", "finetune_method", "optimizer"):
+            value = intake.values.get(key)
+            field = form.fields[key]
+            label = form.choice_label(field.choices, value, q.lang) if value else None
+            if not value or label == value:
+                continue
+            checked += 1
+            assert label in q.html_text, (name, key, label)
+            if q.doc["assumptions"].get(key) == value:      # the workbook's Summary lists assumptions
+                assert label in q.customer_sheets(), (name, key, label)
+            for where, text in (("html", q.html_text), ("workbook", q.customer_sheets()), ("json", q.words())):
+                for sentence in q.job.quote.checked:      # sources' own titles may say "int8"
+                    text = text.replace(sentence, "")
+                assert not _id_shown(text, value), (name, where, key, value)
+        # a precision in a warning reads as the catalog's name for it
+        basis = q.doc["results"].get("peak_basis")
+        sparse = next((w["message"] for w in q.doc["warnings"] if w["code"] == "sparse_headline"), None)
+        if basis and sparse:
+            assert catalogs.name_of(basis, q.lang) in sparse, (name, sparse)
+    assert checked >= 8
+    # the names themselves, as a salesperson knows them
+    lora = quotes["rtx4090-lora-7b.zh-TW.yaml"].html_text
+    assert "LoRA" in lora and "BF16" in lora and "AdamW" in lora
+    assert "LoRA" in quotes["lora-1xh100.yaml"].html_text
+    assert "BF16" in quotes["lora-1xh100.yaml"].customer_sheets()      # its assumed precision
+
+
+def test_online_inference_cost_says_its_period(quotes):
+    expected = {"en": "per 30 days of serving", "zh-TW": "每 30 天服務", "zh-CN": "每 30 天服务"}
+    for name in ("llama-70b-online-8xh100.yaml", "online.zh-TW.yaml", "online.zh-CN.yaml"):
+        q = quotes[name]
+        m = messages(q.lang)
+        days = q.doc["results"]["service_days"]
+        label = m("cost_per_period", days=m.value(days, "days"))       # from the rule set's period
+        assert expected[q.lang] in label, label
+        cost = next(f for f in q.doc["key_figures"] if f["key"] == "cost_total")
+        assert cost["label"] == label
+        assert label in q.html_text and label in q.customer_sheets()
+        assert m("alternatives.cost_per_period", days=m.value(days, "days")) in q.html_text
+    for name in ("seed002-bert-base-8xv100.yaml", "mixtral-offline-2xa100.yaml"):
+        assert "of serving" not in quotes[name].html_text         # jobs are priced whole
+
+
+def _section_keys(html: str, title: str) -> list[str]:
+    part = html.split(f"<h3>{title}</h3>", 1)
+    return re.findall(r'data-key="([^"]+)"', part[1].split("</table>", 1)[0]) if len(part) > 1 else []
+
+
+def test_inputs_are_what_the_intake_gave_and_assumptions_what_it_left_out(quotes):
+    for name, q in quotes.items():
+        given = set(q.given)
+        inputs, assumed = q.doc["inputs"], q.doc["assumptions"]
+        assert set(inputs) <= given, (name, set(inputs) - given)
+        assert set(inputs) == {k for k in given if q.given[k] not in (None, "")}, name
+        defaults = {k for k, where in q.job.intake.sources.items() if where == "default"}
+        assert set(assumed) == defaults and not defaults & given, name
+        computed = set(q.doc["results"]) - given
+        assert not computed & set(inputs), (name, computed & set(inputs))
+        # the Assumptions section: the defaults (the quote's own language aside) and the
+        # catalog's price where none was given; nothing the intake said, nothing worked out
+        m = messages(q.lang)
+        shown = _section_keys(q.html, m("sections.assumptions"))
+        price = ["gpu_hour_price"] if "gpu_hour_price" not in given and "cost_total" in q.doc["results"] else []
+        assert sorted(shown) == sorted((defaults - {"language"}) | set(price)), (name, shown)
+        assert not set(shown) & given
+        assert not set(shown) & set(q.doc["results"]), name      # scaling_efficiency is a result
+        entered = {f.key for s in q.job.quote.sections for f in s.figures if f.key in q.job.intake.values}
+        assert not entered & defaults, (name, entered & defaults)
+    lora = quotes["lora-1xh100.yaml"]
+    # precision was left out: assumed, by its name, under Assumptions
+    assert lora.doc["assumptions"]["precision"] == "bf16" and "precision" not in lora.doc["inputs"]
+    figure = next(f for f in lora.job.quote.assumptions if f.key == "precision")
+    assert figure.text == current_form().choice_label("precision", "bf16", "en")
+
+
+def _checked_sentences(q: Quoted) -> list[str]:
+    return [html_lib.unescape(t) for t in re.findall(r'<p class="caveat checked">(.*?)</p>', q.html, flags=re.S)]
+
+
+def test_each_source_is_named_once(quotes):
+    for name, q in quotes.items():
+        sentences = _checked_sentences(q)
+        assert sentences, name
+        for sentence in sentences:
+            listed = re.split(r"[:：]\s*", sentence, maxsplit=1)[1].rstrip("。.")
+            names = listed.split("; ")
+            assert len(names) == len(set(names)), (name, [n for n in names if names.count(n) > 1])
+            words = [n.casefold().split() for n in names]
+            prefixes = [(a, b) for a, b in zip(names, words) for c in words if c != b and c[:len(b)] == b]
+            assert not prefixes, (name, prefixes)
+    # the published sources that appear under several titles appear once, by one of them
+    q = quotes["seed002-bert-base-8xv100.yaml"]
+    names = re.split(r"[:：]\s*", _checked_sentences(q)[0], maxsplit=1)[1].rstrip("。.").split("; ")
+    by_url: dict[str, set[str]] = {}
+    for run in checked_against("training"):
+        by_url.setdefault(run["url"], set()).add(run["title"])
+    merged = {url: titles for url, titles in by_url.items() if len(titles) > 1}
+    assert merged            # else this test checks nothing
+    for url, titles in merged.items():
+        shown = [n for n in names if n in {_source_name(t) for t in titles}]
+        assert len(shown) == 1, (url, titles, shown)
