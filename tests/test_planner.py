@@ -177,3 +177,14 @@ def test_sweep_says_why_nothing_qualifies_and_writes_its_table(tmp_path):
     csv = (tmp_path / "out" / "tight.sweep.csv").read_text(encoding="utf-8").splitlines()
     assert len(csv) == 1 + 6 and "layout.tensor_parallel" in csv[0]
     assert "\r" not in proc.stderr          # no progress bar when stderr is not a terminal
+
+
+@pytest.mark.parametrize("counts, words", [
+    (",".join(str(n) for n in range(1, 101)), "at most 64 GPU counts at once (100 given)"),
+    ("0,8", "GPU counts must be whole numbers from 1 to 10,000,000"),
+    ("8,99999999999", "GPU counts must be whole numbers from 1 to 10,000,000"),
+    ("eight", "GPU counts must be whole numbers"),
+])
+def test_a_hostile_or_huge_grid_is_refused_in_one_sentence(counts, words):
+    proc = _sizing("sweep", ROOT / "samples" / "seed002-bert-base-8xv100.yaml", "--gpu-count", counts)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr

@@ -15,6 +15,8 @@ from engine.calc.targets import CRITERIA, misses, objective_score
 from engine.problems import Problem, SizingError
 
 OBJECTIVES = {"cost": "cost_total", "time": "job_hours", "gpus": "gpu_count"}
+MAX_COUNTS = 64             # GPU counts per sweep: each brings thousands of candidate layouts per GPU
+MAX_GPU_COUNT = 10_000_000  # the intake form's own limit
 SHOWN = ["gpu_name", "gpu_count", "precision", "layout", "training_time_days", "ttft_ms", "tpot_ms",
          "output_tokens_per_s", "memory_per_gpu_gb", "gpu_memory_gb", "cost_total", "cost_per_million_tokens",
          "bottleneck", "misses"]
@@ -167,10 +169,14 @@ def parse_grid(gpus: str, counts: str, precisions: str, catalogs) -> dict[str, l
     grid["gpu"] = resolved
     try:
         grid["gpu_count"] = [int(c) for c in counts.split(",") if c.strip()]
-        if any(c < 1 for c in grid["gpu_count"]):
+        if any(c < 1 or c > MAX_GPU_COUNT for c in grid["gpu_count"]):
             raise ValueError
     except ValueError:
-        problems.append(Problem("sweep.count", "--gpu-count", "GPU counts must be whole numbers from 1, e.g. 1,2,4,8."))
+        problems.append(Problem("sweep.count", "--gpu-count", f"GPU counts must be whole numbers from 1 to "
+                                f"{MAX_GPU_COUNT:,}, e.g. 1,2,4,8."))
+    if len(grid.get("gpu_count", [])) > MAX_COUNTS:
+        problems.append(Problem("sweep.count", "--gpu-count", f"at most {MAX_COUNTS} GPU counts at once "
+                                f"({len(grid['gpu_count'])} given); sweep a wider range in steps, e.g. 8,16,32,64."))
     resolved_precisions = []
     for p in (p.strip() for p in precisions.split(",") if p.strip()):
         pid = catalogs.resolve_precision(p)
