@@ -134,6 +134,9 @@ def test_seventy_b_offline_on_eight_h100_is_split_with_tensor_parallelism_and_th
     assert plan.chosen["tensor_parallel"] >= 2 and plan.by["tensor_parallel"] == "planner"
     html = (tmp_path / "offline-70b.quote.html").read_text(encoding="utf-8")
     assert "Tensor parallel" in html and job.quote.layout_note in html
+    # 8 GPUs ÷ TP: the copies of the model follow, and the quote says how many
+    copies = next(line for line in job.quote.layout if line.key == "model_copies")
+    assert int(copies.text) == 8 // plan.chosen["tensor_parallel"] and 'data-key="model_copies"' in html
 
 
 def test_a_quote_that_cannot_meet_its_deadline_leads_with_a_configuration_that_can(tmp_path):

@@ -17,7 +17,8 @@ class LayoutLine:
     key: str
     label: str
     text: str
-    by: str            # "intake" | "planner"
+    by: str            # "intake" | "planner" | "result" (follows from the others)
+    note: str = ""     # who chose it, in the reader's words
 
 
 @dataclass
@@ -32,12 +33,29 @@ class Alternative:
     data: dict                        # the JSON object, for the workbook's numbers
 
 
-def layout_lines(m: Messages, plan) -> list[LayoutLine]:
+def layout_lines(m: Messages, plan, gpu_count: Any = None) -> list[LayoutLine]:
+    """Each layout value and who chose it; then the copies of the model the GPUs hold, which follow."""
     if plan is None:
         return []
     keys = [k for k in LAYOUT_ORDER if k in plan.chosen] + [k for k in plan.chosen if k not in LAYOUT_ORDER]
-    return [LayoutLine(k, m.input_label(k), _layout_value(m, k, plan.chosen[k]), plan.by.get(k, "planner"))
-            for k in keys]
+    lines = [LayoutLine(k, m.input_label(k), _layout_value(m, k, plan.chosen[k]), plan.by.get(k, "planner"))
+             for k in keys]
+    copies = _copies(plan.chosen, gpu_count)
+    if copies:
+        lines.append(LayoutLine("model_copies", m("layout.model_copies"), m.number(copies), "result"))
+    for line in lines:
+        line.note = m({"planner": "layout.by_planner", "intake": "layout.by_intake"}.get(line.by, "layout.by_result"))
+    return lines
+
+
+def _copies(layout: dict, gpu_count: Any) -> int:
+    """GPUs ÷ (tensor × pipeline × context parallel): data-parallel replicas in training, serving replicas."""
+    split = 1
+    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+        value = layout.get(key) or 1
+        split *= int(value) if finite(value) else 1
+    count = int(gpu_count) if finite(gpu_count) else 0
+    return count // split if count >= split and count % split == 0 else 0
 
 
 def layout_note(m: Messages, plan) -> str:

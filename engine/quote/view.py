@@ -185,7 +185,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         checked=_checked(m, values), results=results, intake=intake,
-        layout=layout_lines(m, results.plan), layout_note=layout_note(m, results.plan),
+        layout=layout_lines(m, results.plan, results.inputs.get("gpu_count")), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
                                       bool(values.get("is_training")), inputs.get("deadline_days"),
                                       cost_label=_cost_label(m, values, inputs, "alternatives.cost_per_period")),

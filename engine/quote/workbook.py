@@ -190,7 +190,7 @@ def _summary(ws: Worksheet, q: Quote) -> None:
         for line in q.layout:
             put(ws, row, 1, line.label)
             put(ws, row, 2, line.text)
-            put(ws, row, 3, m("layout.by_planner" if line.by == "planner" else "layout.by_intake"))
+            put(ws, row, 3, line.note)
             row += 1
         if q.layout_note:
             row = _line(ws, row, q.layout_note, font=Font(italic=True, color="5B6B7C"))
