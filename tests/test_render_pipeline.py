@@ -50,7 +50,7 @@ def test_sample_quotes(tmp_path, name):
 
 
 def test_scaling_grid_asks_evaluate_grid_for_gpu_counts(tmp_path, monkeypatch):
-    """The contract with engine.evaluate: (intake, ruleset, {"gpu_count": [...]}) → DataFrame."""
+    """The contract with engine.evaluate: (intake, ruleset, {"gpu_count": [...]}) → result columns."""
     from test_render_cases import make_grid, make_job
     calls = []
 

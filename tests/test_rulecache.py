@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.calc.examples import run_examples
-from engine.calc.rulecache import MAGIC, _digest, cached_ruleset
+from engine.calc.rulecache import MAGIC, _digest, cached_data, cached_ruleset
 from engine.calc.ruleset import load_ruleset
 from engine.job import run_job
 from engine.paths import SAMPLES_DIR
@@ -40,8 +40,8 @@ def cache(tmp_path, monkeypatch) -> Path:
     return folder
 
 
-def entry(cache: Path) -> Path:
-    (found,) = cache.iterdir()
+def entry(cache: Path, kind: str = "ruleset") -> Path:
+    (found,) = cache.glob(f"{kind}-*")
     return found
 
 
@@ -156,9 +156,44 @@ def test_two_fresh_processes_print_the_same_quote_and_the_second_reads_the_cache
     env = {**os.environ, "SIZING_CACHE_DIR": str(tmp_path / "cache")}
     command = [sys.executable, "-m", "engine", "quote", str(SAMPLES[0]), "-o", str(tmp_path), "--json"]
     first = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-    (written,) = (tmp_path / "cache").iterdir()
+    (written,) = (tmp_path / "cache").glob("ruleset-*")
     stamp = written.stat().st_mtime_ns
     second = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first.stdout == second.stdout and json.loads(first.stdout)["results"]
     assert written.stat().st_mtime_ns == stamp                    # read, not written again
+
+
+def test_the_published_runs_a_quote_cites_are_parsed_once_per_version_of_the_file(cache, tmp_path):
+    from engine.calc.evidence import _runs_by_group, load_cases
+    source = tmp_path / "published.yaml"
+    source.write_text((ROOT / "validation" / "published.yaml").read_text())
+    builds = []
+
+    def build():
+        builds.append(1)
+        return _runs_by_group(load_cases(source))
+
+    first = cached_data("published-runs", source, build)
+    assert cached_data("published-runs", source, build) == first and len(builds) == 1
+    assert len(first["training"]) >= 80 and {"id", "title", "url"} == set(first["training"][0])
+    # one run dropped from the file: the cache no longer answers for it
+    text = source.read_text()
+    cut = text.index("\n  - id: ", text.index("\n  - id: ") + 1)
+    source.write_text(text[:text.index("\n  - id: ")] + text[cut:])
+    second = cached_data("published-runs", source, build)
+    assert len(builds) == 2 and sum(map(len, second.values())) == sum(map(len, first.values())) - 1
+
+
+def test_a_forged_data_cache_runs_nothing_and_is_rebuilt(cache, tmp_path):
+    source = tmp_path / "data.yaml"
+    source.write_text("a: 1\n")
+    assert cached_data("data", source, lambda: {"a": 1}) == {"a": 1}
+    path = entry(cache, "data")
+    data = path.read_bytes()
+    head = len(MAGIC)
+    key = data[head:head + 32]
+    evil = pickle.dumps(Evil(tmp_path / "pwned"))
+    path.write_bytes(MAGIC + key + _digest(key, evil) + evil)
+    assert cached_data("data", source, lambda: {"a": 2}) == {"a": 2}
+    assert not (tmp_path / "pwned").exists()

@@ -71,12 +71,12 @@ def test_a_grid_matches_each_distinct_case_once(tmp_path, monkeypatch):
     monkeypatch.setattr(Table, "find", lambda self, key: calls.append(key) or real(self, key))
     gpus, precisions = ["H100", "RTX 4090", "A100", "V100"], ["fp8", "bf16", "fp16"]
     grid = evaluate_grid({}, rules, {"gpu": gpus * 50, "precision": precisions})
-    assert len(grid) == 600
+    assert len(grid["share"]) == 600
     assert len(calls) == len(set(calls)) <= len(gpus) * len(precisions)   # per distinct case, not per row
     for gpu in gpus:
         for precision in precisions:
             one = evaluate({"gpu": gpu, "precision": precision}, rules).values["share"]
-            picked = grid[(grid["gpu"] == gpu) & (grid["precision"] == precision)]["share"]
+            picked = grid["share"][(grid["gpu"] == gpu) & (grid["precision"] == precision)]
             assert np.allclose(picked, one)
 
 

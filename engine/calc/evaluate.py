@@ -7,7 +7,6 @@ import string
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 
 from engine.calc.formula import FormulaError, is_array
 from engine.calc.functions import is_given, missing
@@ -70,8 +69,9 @@ def _traced(ruleset, values: dict, scope: dict, pinned: set[str], wanted, reads:
     return applied, trace
 
 
-def evaluate_grid(intake, ruleset, grid: dict[str, Iterable], *, only: Iterable[str] | None = None) -> pd.DataFrame:
-    """One row per combination of the grid's values (every rule a column), in one numpy pass.
+def evaluate_grid(intake, ruleset, grid: dict[str, Iterable], *,
+                  only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """One scenario per combination of the grid's values, every rule a column, in one numpy pass.
 
     `only` limits the work to the rules those results need (and the columns to them).
     """
@@ -89,11 +89,13 @@ def input_values(intake) -> dict:
 
 
 def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int, *,
-                     only: Iterable[str] | None = None) -> pd.DataFrame:
+                     only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
     """Evaluate with some inputs given as equal-length arrays (scenarios); others stay scalars.
 
     Every rule (or, with `only`, just those results and what they read) becomes a column,
-    beside the given columns and one `warning.<code>` column per warning rule.
+    beside the given columns and one `warning.<code>` column per warning rule: a plain
+    mapping of name → array of `count` values (pandas wraps it where a table is wanted;
+    a quote does without, and so without pandas' import).
     """
     merged = dict(values)
     types = {**ruleset.input_types, **{r.name: r.type for r in ruleset.rules.values()}}
@@ -122,7 +124,7 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
         if only is None:
             for w in ruleset.warnings:
                 out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
-    return pd.DataFrame(out)
+    return out
 
 
 def _rule_value(rule, scope):

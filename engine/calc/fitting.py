@@ -84,7 +84,7 @@ def estimates(rows: Rows, ruleset, overrides: dict[str, np.ndarray] | None = Non
         columns[name] = np.asarray(column, dtype=float)
     wanted = sorted(set(rows.quantity))
     frame = evaluate_columns({}, ruleset, columns, count, only=wanted)
-    table = {q: frame[q].to_numpy(dtype=float) for q in wanted}
+    table = {q: np.asarray(frame[q], dtype=float) for q in wanted}
     quantity = np.tile(np.asarray(rows.quantity), repeat)
     out = np.full(count, np.nan)
     for q, column in table.items():

@@ -6,7 +6,6 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 import numpy as np
-import pandas as pd
 
 from engine.calc.formula import FormulaError, is_array
 from engine.calc.results import Source
@@ -28,6 +27,9 @@ def _dig(entry: dict, path: str) -> Any:
 
 
 _FACTOR_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+# From this many ids pandas' C hash table pays for its import (≈ 0.3 s, most of a fresh quote's
+# start-up); a quote's few hundred scenarios are hashed by a dict in microseconds.
+PANDAS_FROM = 50_000
 
 
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +37,14 @@ def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hit = _FACTOR_CACHE.get(id(ids))
     if hit is not None and hit[0] is ids:
         return hit[1], hit[2]
-    codes, uniques = pd.factorize(ids, use_na_sentinel=False)   # hashing: far cheaper than sorting strings
+    if len(ids) >= PANDAS_FROM:
+        import pandas as pd
+        codes, uniques = pd.factorize(ids, use_na_sentinel=False)   # hashing: far cheaper than sorting strings
+    else:
+        first: dict = {}
+        codes = np.fromiter((first.setdefault(v, len(first)) for v in ids.tolist()), dtype=np.intp, count=len(ids))
+        uniques = np.empty(len(first), dtype=ids.dtype if ids.dtype != object else object)
+        uniques[:] = list(first)
     if len(_FACTOR_CACHE) > 32:
         _FACTOR_CACHE.clear()
     _FACTOR_CACHE[id(ids)] = (ids, codes, np.asarray(uniques))
@@ -209,7 +218,7 @@ def _combinations(args: tuple, one: Callable, kind: str):
     combined = np.zeros(size, dtype=np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
-    combo_codes, combos = pd.factorize(combined)
+    combo_codes, combos = _factorize(combined)
     values = []
     for combo in combos:
         picked, rest = [], int(combo)

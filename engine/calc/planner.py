@@ -106,7 +106,7 @@ def chosen_layout(frame, columns: dict, best: int, workload: str, given: dict) -
     """Candidate `best` as layout keys and values (offline serving adds the batch it runs at)."""
     chosen = {k: _plain(columns[k][best]) for k in columns}
     if workload not in TRAINING and (workload != ONLINE or "concurrency" in given):
-        chosen["concurrency"] = _plain(frame["concurrency_used"].iloc[best])
+        chosen["concurrency"] = _plain(frame["concurrency_used"][best])
     return chosen
 
 
@@ -186,8 +186,8 @@ def _training_rows(options: dict, gpus: int, layers: int, batch: int) -> list[tu
 
 def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
     """Fastest layout that fits; ties go to the simpler layout. Nothing fits: the leanest."""
-    fits = frame["fits_in_memory"].to_numpy(dtype=bool)
-    time = frame["step_time_s"].to_numpy(dtype=float)
+    fits = np.asarray(frame["fits_in_memory"], dtype=bool)
+    time = np.asarray(frame["step_time_s"], dtype=float)
     time = np.where(np.isfinite(time), time, np.inf)
     complexity = (np.log2(columns["tensor_parallel"]) + np.log2(columns["pipeline_parallel"])
                   + np.log2(columns.get("context_parallel", 1)) + 0.5 * np.log2(columns.get("expert_parallel", 1))
@@ -198,7 +198,7 @@ def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
         rounded = np.floor(time / (best * TIE))      # buckets of 0.5% of the best time
         keys = (complexity, rounded, ~fits)          # np.lexsort: last key first
     else:
-        keys = (complexity, frame["memory_per_gpu_gb"].to_numpy(dtype=float), ~fits)
+        keys = (complexity, np.asarray(frame["memory_per_gpu_gb"], dtype=float), ~fits)
     return list(np.lexsort(keys)), fits
 
 
@@ -226,13 +226,13 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
 
 def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int], np.ndarray]:
     """Offline: most output tokens/s. Online: the most requests in flight that meet the targets."""
-    fits = frame["fits_in_memory"].to_numpy(dtype=bool)
-    tokens = np.nan_to_num(frame["output_tokens_per_s"].to_numpy(dtype=float), nan=0.0)
+    fits = np.asarray(frame["fits_in_memory"], dtype=bool)
+    tokens = np.nan_to_num(np.asarray(frame["output_tokens_per_s"], dtype=float), nan=0.0)
     tp = columns["tensor_parallel"]
     if workload == ONLINE and "concurrency" in columns:
-        meets = frame["meets_latency_targets"].to_numpy(dtype=bool) if "meets_latency_targets" in frame \
-            else np.ones(len(frame), dtype=bool)
-        in_memory = columns["concurrency"] <= frame["memory_concurrency"].to_numpy(dtype=float)
+        meets = np.asarray(frame["meets_latency_targets"], dtype=bool) if "meets_latency_targets" in frame \
+            else np.ones(len(fits), dtype=bool)
+        in_memory = columns["concurrency"] <= np.asarray(frame["memory_concurrency"], dtype=float)
         ok = fits & meets & in_memory
         rate = positive(values.get("requests_per_second"))
         if rate:
@@ -244,7 +244,7 @@ def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int
                 return list(np.lexsort(keys)), ok & carries
         keys = (tp, -tokens, -columns["concurrency"], ~ok)
         if not ok.any():       # nothing meets the targets: the fastest single request
-            ttft = np.nan_to_num(frame["ttft_ms"].to_numpy(dtype=float), nan=np.inf)
+            ttft = np.nan_to_num(np.asarray(frame["ttft_ms"], dtype=float), nan=np.inf)
             keys = (tp, columns["concurrency"], ttft, ~fits)
         return list(np.lexsort(keys)), ok
     # prefer fewer GPUs per replica among layouts within 0.5% of the best throughput

@@ -1,4 +1,4 @@
-"""A rule set kept between processes, keyed by the contents of its files and of the engine's code.
+"""Parsed rule sets and data files kept between processes, keyed by their contents and the engine's code.
 
 Parsing the rule and catalog YAML is most of what a fresh `sizing quote` spends on rules
 (≈ 0.25 s of ≈ 0.3 s). The cache holds the loaded rule set with each formula as its text;
@@ -76,6 +76,39 @@ def _key(rules_dir: Path, catalogs_dir: Path) -> bytes:
     return digest.digest()
 
 
+def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
+    """`build()`, or what it gave before for the same contents of `source` and the same engine.
+
+    For plain data read from a big file (the published runs a quote cites): lists, dicts,
+    strings and numbers only; anything else in an entry is refused and `build()` runs.
+    """
+    folder = cache_dir()
+    if folder is None:
+        return build()
+    source = Path(source).resolve()
+    entry = folder / f"{name}-{_digest(str(source).encode()).hex()[:16]}.bin"
+    key = _key_of_file(source)
+    payload = _read_payload(entry, key)
+    if payload is not None:
+        try:
+            return _Unpickler(io.BytesIO(payload), None, None).load()
+        except Exception as e:  # noqa: BLE001 — a damaged entry only costs the build
+            log.warning("cache %s could not be used (%s); reading %s", entry, e, source.name)
+    value = build()
+    try:
+        _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as e:  # noqa: BLE001 — no cache is only slower
+        log.debug("cache not written to %s: %s", entry, e)
+    return value
+
+
+def _key_of_file(source: Path) -> bytes:
+    digest = hashlib.sha256(MAGIC + sys.version.encode() + source.read_bytes())
+    for path in sorted(Path(engine.__file__).resolve().parent.rglob("*.py")):
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.digest()
+
+
 def _digest(*parts: bytes) -> bytes:
     digest = hashlib.sha256()
     for part in parts:
@@ -89,20 +122,39 @@ def _write(entry: Path, key: bytes, ruleset: Any) -> None:
         # the catalogs and the rule files' tables first: the function registry is rebuilt from both
         pickle.dump((ruleset.catalogs, ruleset.tables), catalogs, protocol=pickle.HIGHEST_PROTOCOL)
         _Pickler(body, ruleset).dump(ruleset)
-        payload = len(catalogs.getvalue()).to_bytes(8, "little") + catalogs.getvalue() + body.getvalue()
-        entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(entry, MAGIC + key + _digest(key, payload) + payload, mode=0o600)
+        _write_payload(entry, key, len(catalogs.getvalue()).to_bytes(8, "little") + catalogs.getvalue()
+                       + body.getvalue())
     except Exception as e:  # noqa: BLE001 — no cache is only slower; it never stops a quote
         log.debug("rule-set cache not written to %s: %s", entry, e)
 
 
+def _write_payload(entry: Path, key: bytes, payload: bytes) -> None:
+    entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomic(entry, MAGIC + key + _digest(key, payload) + payload, mode=0o600)
+
+
 def _read(entry: Path, key: bytes) -> Any | None:
     """The cached rule set, or None if there is none fit to use."""
+    payload = _read_payload(entry, key)
+    if payload is None:
+        return None
+    try:
+        size = int.from_bytes(payload[:8], "little")
+        catalogs, tables = _Unpickler(io.BytesIO(payload[8:8 + size]), None, None).load()
+        functions = build_functions(catalogs, tables)
+        return _Unpickler(io.BytesIO(payload[8 + size:]), catalogs, functions, tables).load()
+    except Exception as e:  # noqa: BLE001 — whatever is wrong with it, the files are loaded instead
+        log.warning("rule-set cache %s could not be used (%s); loading the rule files", entry, e)
+        return None
+
+
+def _read_payload(entry: Path, key: bytes) -> bytes | None:
+    """An entry's payload when it is ours, private, for this very key and undamaged; else None."""
     try:
         with open(entry, "rb") as f:
             info = os.fstat(f.fileno())
             if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                log.warning("rule-set cache %s is not private to this user; not used", entry)
+                log.warning("cache %s is not private to this user; not used", entry)
                 return None
             data = f.read()
     except OSError:
@@ -112,14 +164,7 @@ def _read(entry: Path, key: bytes) -> Any | None:
         data[head + 2 * DIGEST:]
     if data[:head] != MAGIC or stored_key != key or checksum != _digest(key, payload):
         return None        # stale (the files changed) or damaged
-    try:
-        size = int.from_bytes(payload[:8], "little")
-        catalogs, tables = _Unpickler(io.BytesIO(payload[8:8 + size]), None, None).load()
-        functions = build_functions(catalogs, tables)
-        return _Unpickler(io.BytesIO(payload[8 + size:]), catalogs, functions, tables).load()
-    except Exception as e:  # noqa: BLE001 — whatever is wrong with it, the files are loaded instead
-        log.warning("rule-set cache %s could not be used (%s); loading the rule files", entry, e)
-        return None
+    return payload
 
 
 class _Pickler(pickle.Pickler):

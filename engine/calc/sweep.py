@@ -77,15 +77,15 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
             candidates[gpu] = _candidates(base, ruleset, counts, given, workload)
         columns, blocks = candidates[gpu]
         frame = evaluate_columns(base, ruleset, columns, len(columns["gpu_count"]), only=outputs)
-        scenarios += len(frame)
+        scenarios += len(columns["gpu_count"])
         for count, start, stop in blocks:
-            part = frame.iloc[start:stop].reset_index(drop=True)
+            part = {k: v[start:stop] for k, v in frame.items()}
             layouts = {k: v[start:stop] for k, v in columns.items() if k != "gpu_count"}
             order, _ = rank_layouts(part, layouts, workload, {**values, "gpu_count": count})
             best = order[0]
             layout = chosen_layout(part, layouts, best, workload, given)
             rows.append({"gpu": gpu, "gpu_count": count, "precision": precision,
-                         **{k: _plain(part[k].iloc[best]) for k in outputs if k in part},
+                         **{k: _plain(part[k][best]) for k in outputs if k in part},
                          "layout_values": layout, "layout": describe_layout(layout),
                          "divides": _divides(layout, count)})
     table = _ranked(pd.DataFrame(rows), values, objective)

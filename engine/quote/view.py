@@ -133,7 +133,7 @@ class Quote:
 
 
 def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
-    """The view every output is written from; `grid` is evaluate_grid's frame, if any."""
+    """The view every output is written from; `grid` is evaluate_grid's columns, if any."""
     m = messages(intake.language if intake else "en")
     filled = {k: v for k, v in (intake.values if intake else {}).items() if v not in (None, "")}
     # what the intake said itself; the form's defaults for what it left out are assumptions
@@ -354,7 +354,7 @@ def gpu_counts(chosen: int, step: int = 1) -> list[int]:
 
 
 def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None = None):
-    """The same intake (and layout) at 1, 2, 4, 8 … GPUs as a DataFrame, or None where it cannot be had."""
+    """The same intake (and layout) at 1, 2, 4, 8 … GPUs as result columns, or None where it cannot be had."""
     from engine.calc.evaluate import evaluate_grid
     inputs = {**(intake.values if intake else {}), **results.inputs, **(layout or {})}
     chosen, tp, pp = (inputs.get(k) or 1 for k in ("gpu_count", "tensor_parallel",
@@ -374,7 +374,7 @@ def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None 
 def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
                      cost_label: str = "") -> list[Column]:
     """The scaling table: GPUs, then time or throughput, speedup, efficiency, cost, fit."""
-    if grid is None or len(grid) == 0 or "gpu_count" not in grid:
+    if grid is None or "gpu_count" not in grid or not len(grid["gpu_count"]):
         return []
     counts = [int(n) for n in grid["gpu_count"]]
     # only what applies to this workload (the grid has a column for every rule)
