@@ -16,7 +16,7 @@ from engine.validation import compare, cross_validate, cv_tables, summarise
 
 # Issue 11's targets, out of sample (leave-one-source-out); the figures reached are in
 # docs/accuracy.md. A change that makes any of them worse fails here.
-TARGETS = {"training": {"median_abs_error": 0.105, "within_35pct": 0.88},
+TARGETS = {"training": {"median_abs_error": 0.10, "within_35pct": 0.90},
            "inference": {"median_abs_error": 0.15, "within_factor_1_5": 0.90},
            "memory": {"median_abs_error": 0.02}}
 
@@ -167,3 +167,34 @@ def test_quotes_show_the_band_and_the_runs_they_were_checked_against(tmp_path, r
     book = load_workbook(tmp_path / "llama-70b-online-8xh100.quote.xlsx")
     summary_text = " ".join(str(c.value) for row in book.worksheets[0].iter_rows() for c in row if c.value)
     assert "published runs" in summary_text and "likely" in summary_text
+
+
+DEEPSEEK_V3 = {"workload": "pretraining", "model": "deepseek-v3", "seq_len": 4096, "gpu": "H800",
+               "gpu_count": 2048, "precision": "fp8", "tensor_parallel": 1, "pipeline_parallel": 16,
+               "virtual_pipeline_stages": 1, "expert_parallel": 64, "zero_stage": 1, "micro_batch_size": 1,
+               "activation_checkpointing": False, "global_batch_size": 15360, "training_tokens_billion": 14800}
+
+
+def test_the_pipeline_schedule_sets_the_bubble_and_what_is_hidden(ruleset):
+    """DeepSeek-V3's own layout (report §3.2.1, Table 2) under each schedule."""
+    runs = {s: evaluate({**DEEPSEEK_V3, "pipeline_schedule": s}, ruleset).values
+            for s in ("1f1b", "zero-bubble", "dualpipe")}
+    plain, zb, dual = runs["1f1b"], runs["zero-bubble"], runs["dualpipe"]
+    # DP = 2048 / 16 = 128, so 15360 / 128 = 120 micro-batches of one sequence each
+    assert plain["microbatches"] == 120
+    assert plain["pipeline_bubble"] == pytest.approx(15 / 120)            # (p − 1) ÷ m
+    assert zb["pipeline_bubble"] == pytest.approx(15 / 360)               # (p − 1) ÷ 3m
+    assert dual["pipeline_bubble"] == pytest.approx(7 * 2 / 360)          # (p/2 − 1)·2 ÷ 3m
+    # DualPipe keeps two copies of the weights, and no all-to-all time is left in the step
+    assert dual["weights_gb"] == pytest.approx(2 * plain["weights_gb"])
+    assert dual["ep_comm_s"] == plain["ep_comm_s"] > 0
+    work = plain["gemm_time_s"] + plain["attention_time_s"] + plain["elementwise_time_s"]
+    hidden = plain["moe_a2a_exposed"] * plain["ep_comm_s"] + (15 / 120 - 14 / 360) * work
+    assert plain["step_time_s"] - dual["step_time_s"] == pytest.approx(hidden)
+
+
+def test_deepseek_runs_entered_with_their_stated_schedules_land_within_35_percent(table):
+    """The report's 2.664 M GPU-hours (V3, DualPipe) and 172.8 K per trillion tokens (V2, zero bubble)."""
+    rows = table[table.case.str.startswith(("T87-", "T88-"))]
+    assert len(rows) == 2
+    assert (rows.error.abs() < 0.35).all(), rows[["case", "error"]]
