@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case

@@ -37,18 +37,25 @@ def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hit = _FACTOR_CACHE.get(id(ids))
     if hit is not None and hit[0] is ids:
         return hit[1], hit[2]
-    if len(ids) >= PANDAS_FROM:
-        import pandas as pd
-        codes, uniques = pd.factorize(ids, use_na_sentinel=False)   # hashing: far cheaper than sorting strings
-    else:
-        first: dict = {}
-        codes = np.fromiter((first.setdefault(v, len(first)) for v in ids.tolist()), dtype=np.intp, count=len(ids))
-        uniques = np.empty(len(first), dtype=ids.dtype if ids.dtype != object else object)
-        uniques[:] = list(first)
+    codes, uniques = _codes(ids)
     if len(_FACTOR_CACHE) > 32:
         _FACTOR_CACHE.clear()
-    _FACTOR_CACHE[id(ids)] = (ids, codes, np.asarray(uniques))
-    return codes, np.asarray(uniques)
+    _FACTOR_CACHE[id(ids)] = (ids, codes, uniques)
+    return codes, uniques
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values in order of first appearance): hashing, far cheaper than sorting strings."""
+    if len(values) >= PANDAS_FROM:
+        import pandas as pd
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        return codes, np.asarray(uniques)
+    first: dict = {}
+    codes = np.fromiter((first.setdefault(v, len(first)) for v in values.tolist()), dtype=np.intp,
+                        count=len(values))
+    uniques = np.empty(len(first), dtype=values.dtype)
+    uniques[:] = list(first)
+    return codes, uniques
 
 
 def _spread(values: list, codes: np.ndarray, kind: str) -> np.ndarray:
@@ -218,7 +225,7 @@ def _combinations(args: tuple, one: Callable, kind: str):
     combined = np.zeros(size, dtype=np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
-    combo_codes, combos = _factorize(combined)
+    combo_codes, combos = _codes(combined)      # a temporary: not worth a cache slot
     values = []
     for combo in combos:
         picked, rest = [], int(combo)

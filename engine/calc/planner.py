@@ -254,6 +254,19 @@ def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int
     return list(np.lexsort(keys)), fits
 
 
+def model_copies(layout: dict, gpu_count: Any) -> int:
+    """GPUs ÷ (tensor × pipeline × context parallel) — data-parallel replicas in training, serving
+    replicas in inference — or 0 where that product does not divide the GPUs."""
+    def whole(value) -> int:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return int(value) if ok else 0
+    split = 1
+    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+        split *= whole(layout.get(key)) or 1
+    count = whole(gpu_count)
+    return count // split if count >= split and count % split == 0 else 0
+
+
 # ----------------------------------------------------------------- helpers
 
 def _pow2(top: float) -> list[int]:

@@ -9,6 +9,7 @@ used: the files are loaded as if there were no cache, and the entry is written a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import logging
@@ -65,15 +66,26 @@ def cached_ruleset(load: Callable[[Path, Path], Any], rules_dir: Path, catalogs_
 def _key(rules_dir: Path, catalogs_dir: Path) -> bytes:
     """Everything a loaded rule set depends on: every file of both folders, the engine's
     source (a changed loader must not meet an old entry) and the Python version."""
-    digest = hashlib.sha256(MAGIC + sys.version.encode())
-    code = Path(engine.__file__).resolve().parent
-    for folder, files in ((rules_dir, sorted(rules_dir.iterdir())), (catalogs_dir, sorted(catalogs_dir.iterdir())),
-                          (code, sorted(code.rglob("*.py")))):
-        for path in files:
-            if path.is_file():
-                digest.update(str(path.relative_to(folder)).encode() + b"\0")
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest = hashlib.sha256(MAGIC + sys.version.encode() + _code_digest())
+    for folder in (rules_dir, catalogs_dir):
+        _add_files(digest, folder, sorted(folder.iterdir()))
     return digest.digest()
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> bytes:
+    """The engine's source, hashed once per process: every cache entry depends on it."""
+    code = Path(engine.__file__).resolve().parent
+    digest = hashlib.sha256()
+    _add_files(digest, code, sorted(code.rglob("*.py")))
+    return digest.digest()
+
+
+def _add_files(digest, folder: Path, files: list[Path]) -> None:
+    for path in files:
+        if path.is_file():
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
 def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
@@ -103,10 +115,7 @@ def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
 
 
 def _key_of_file(source: Path) -> bytes:
-    digest = hashlib.sha256(MAGIC + sys.version.encode() + source.read_bytes())
-    for path in sorted(Path(engine.__file__).resolve().parent.rglob("*.py")):
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.digest()
+    return hashlib.sha256(MAGIC + sys.version.encode() + _code_digest() + source.read_bytes()).digest()
 
 
 def _digest(*parts: bytes) -> bytes:

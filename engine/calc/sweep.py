@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
-from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, plan_outputs,
-                                 rank_layouts)
+from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, model_copies,
+                                 plan_outputs, rank_layouts)
 from engine.calc.targets import CRITERIA, misses, objective_score
 from engine.problems import Problem, SizingError
 
@@ -71,7 +71,7 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
     for gpu, precision in (progress(tasks, len(tasks)) if progress else tasks):
         base = {**values, "gpu": gpu, "precision": precision}
         if not has_precision(gpu, precision):
-            left_out.append((_gpu_name(ruleset, gpu), precision))
+            left_out.append((ruleset.catalogs.name_of(gpu) or gpu, precision))
             continue
         if gpu not in candidates:
             candidates[gpu] = _candidates(base, ruleset, counts, given, workload)
@@ -87,7 +87,7 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
             rows.append({"gpu": gpu, "gpu_count": count, "precision": precision,
                          **{k: _plain(part[k][best]) for k in outputs if k in part},
                          "layout_values": layout, "layout": describe_layout(layout),
-                         "divides": _divides(layout, count)})
+                         "divides": model_copies(layout, count) > 0})
     table = _ranked(pd.DataFrame(rows), values, objective)
     return Sweep(table=table, scenarios=scenarios, objective=objective, left_out=left_out)
 
@@ -139,20 +139,8 @@ def describe_layout(layout: dict) -> str:
     return " · ".join(parts) or "one GPU per replica"
 
 
-def _divides(layout: dict, count: int) -> bool:
-    split = 1
-    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
-        split *= int(layout.get(key) or 1)
-    return count >= split and count % split == 0
-
-
-def _gpu_name(ruleset, gpu: str) -> str:
-    return (ruleset.catalogs.gpus.get(gpu) or {}).get("name", gpu)
-
-
 def _plain(value):
-    value = value.item() if hasattr(value, "item") else value
-    return value
+    return value.item() if hasattr(value, "item") else value
 
 
 def parse_grid(gpus: str, counts: str, precisions: str, catalogs) -> dict[str, list]:

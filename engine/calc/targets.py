@@ -18,23 +18,23 @@ def shortfalls(table: Mapping, values: dict) -> dict[str, np.ndarray]:
     apply are blank, so a target counts only where its own figures are there: a latency target
     only where a target was used, a deadline only where the intake gave one.
     """
-    n = len(table[next(iter(table))]) if len(list(table)) else 0
-    col = lambda k: np.asarray(table[k], dtype=float) if k in table else np.full(n, np.nan)  # noqa: E731
+    n = _rows(table)
     out = {}
     with np.errstate(all="ignore"):
         divides = np.asarray(table["divides"], dtype=bool) if "divides" in table else np.ones(n, dtype=bool)
         out["layout"] = np.where(divides, 1.0, np.inf)
-        ratio = col("memory_per_gpu_gb") / col("gpu_memory_gb")
+        ratio = _column(table, "memory_per_gpu_gb") / _column(table, "gpu_memory_gb")
         fits = np.asarray(table["fits_in_memory"], dtype=bool) if "fits_in_memory" in table else ratio <= 1
         # a row that does not fit misses by at least a hair, even where rounding puts the ratio at 1
         out["memory"] = np.where(fits, 1.0, np.maximum(np.nan_to_num(ratio, nan=np.inf), 1.0 + 1e-6))
         deadline = positive(values.get("deadline_days"))
-        hours = col("job_hours")
+        hours = _column(table, "job_hours")
         out["deadline"] = np.where(np.isfinite(hours), hours / (deadline * 24), 1.0) if deadline else np.ones(n)
-        latency = np.fmax(col("ttft_ms") / col("ttft_target_used"), col("tpot_ms") / col("tpot_target_used"))
+        latency = np.fmax(_column(table, "ttft_ms") / _column(table, "ttft_target_used"),
+                          _column(table, "tpot_ms") / _column(table, "tpot_target_used"))
         out["latency"] = np.where(np.isfinite(latency), latency, 1.0)
-        needed = col("throughput_needed")
-        out["throughput"] = np.where(np.isfinite(needed), needed / col("output_tokens_per_s"), 1.0)
+        needed = _column(table, "throughput_needed")
+        out["throughput"] = np.where(np.isfinite(needed), needed / _column(table, "output_tokens_per_s"), 1.0)
         out["throughput"] = np.nan_to_num(out["throughput"], nan=np.inf)
     return out
 
@@ -51,17 +51,24 @@ def misses(table: Mapping, values: dict) -> tuple[dict[str, np.ndarray], np.ndar
 def objective_score(table, objective: str) -> np.ndarray:
     """Lower is better: total cost, GPUs or time; where a job has no total (an open-ended batch),
     the cost per million tokens, and for time in serving, throughput."""
-    def column(key):
-        return np.asarray(table[key], dtype=float) if key in table else np.full(len(table["gpu_count"]), np.nan)
     if objective == "gpus":
-        return column("gpu_count")
+        return _column(table, "gpu_count")
     if objective == "time":
-        hours = column("job_hours")
-        return hours if np.isfinite(hours).any() else -np.nan_to_num(column("output_tokens_per_s"), nan=0.0)
-    cost = column("cost_total")
+        hours = _column(table, "job_hours")
+        return hours if np.isfinite(hours).any() else -np.nan_to_num(_column(table, "output_tokens_per_s"), nan=0.0)
+    cost = _column(table, "cost_total")
     if not np.isfinite(cost).any():
-        cost = column("cost_per_million_tokens")
+        cost = _column(table, "cost_per_million_tokens")
     return np.where(np.isfinite(cost), cost, np.inf)
+
+
+def _rows(table: Mapping) -> int:
+    return len(table[next(iter(table))]) if len(list(table)) else 0
+
+
+def _column(table: Mapping, key: str) -> np.ndarray:
+    """A result column as floats; all blank where the rules did not produce it."""
+    return np.asarray(table[key], dtype=float) if key in table else np.full(_rows(table), np.nan)
 
 
 def positive(value) -> float:

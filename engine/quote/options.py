@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.calc.planner import model_copies
 from engine.quote.messages import Messages, finite
 
 # The layout fields in the order an engineer reads them.
@@ -40,22 +41,12 @@ def layout_lines(m: Messages, plan, gpu_count: Any = None) -> list[LayoutLine]:
     keys = [k for k in LAYOUT_ORDER if k in plan.chosen] + [k for k in plan.chosen if k not in LAYOUT_ORDER]
     lines = [LayoutLine(k, m.input_label(k), _layout_value(m, k, plan.chosen[k]), plan.by.get(k, "planner"))
              for k in keys]
-    copies = _copies(plan.chosen, gpu_count)
+    copies = model_copies(plan.chosen, gpu_count)
     if copies:
         lines.append(LayoutLine("model_copies", m("layout.model_copies"), m.number(copies), "result"))
     for line in lines:
         line.note = m({"planner": "layout.by_planner", "intake": "layout.by_intake"}.get(line.by, "layout.by_result"))
     return lines
-
-
-def _copies(layout: dict, gpu_count: Any) -> int:
-    """GPUs ÷ (tensor × pipeline × context parallel): data-parallel replicas in training, serving replicas."""
-    split = 1
-    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
-        value = layout.get(key) or 1
-        split *= int(value) if finite(value) else 1
-    count = int(gpu_count) if finite(gpu_count) else 0
-    return count // split if count >= split and count % split == 0 else 0
 
 
 def layout_note(m: Messages, plan) -> str:

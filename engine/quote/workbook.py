@@ -160,6 +160,18 @@ def _print_setup(ws: Worksheet, landscape: bool = False, title_rows: str | None 
         ws.print_title_rows = title_rows
 
 
+def _sentence_only(ws: Worksheet, text: str) -> None:
+    """A sheet with nothing to tabulate says why in its first cell."""
+    put(ws, 1, 1, text)
+    _print_setup(ws)
+
+
+def _highlight(ws: Worksheet, row: int, last_col: int) -> None:
+    """The row of the configuration the quote is about, shaded across the table."""
+    for col in range(1, last_col + 1):
+        ws.cell(row=row, column=col).fill = SOFT_FILL
+
+
 def _widths(ws: Worksheet, widths: list[float]) -> None:
     for col, width in enumerate(widths, 1):
         ws.column_dimensions[openpyxl.utils.get_column_letter(col)].width = width
@@ -208,8 +220,7 @@ def _alternatives(ws: Worksheet, q: Quote) -> None:
     """The requested configuration and the others, figures as numbers and the sentence beside them."""
     m = q.m
     if not q.alternatives:
-        put(ws, 1, 1, m("alternatives.intro"))
-        _print_setup(ws)
+        _sentence_only(ws, m("alternatives.intro"))
         return
     labels = [label for label, _ in q.alternatives[0].figures]
     _header(ws, 1, [m("alternatives.configuration_column"), *labels, m("alternatives.note_column")])
@@ -219,8 +230,7 @@ def _alternatives(ws: Worksheet, q: Quote) -> None:
             put(ws, row, col, text)
         put(ws, row, len(a.figures) + 2, a.note)
         if a.requested:
-            for col in range(1, len(a.figures) + 3):
-                ws.cell(row=row, column=col).fill = SOFT_FILL
+            _highlight(ws, row, len(a.figures) + 2)
     _line(ws, len(q.alternatives) + 3, m("alternatives.intro"), last_col=len(labels) + 2)
     ws.freeze_panes = "B2"
     _widths(ws, [34] + [18] * len(labels) + [60])
@@ -264,8 +274,7 @@ def _memory(ws: Worksheet, q: Quote) -> None:
 def _scaling(ws: Worksheet, q: Quote) -> None:
     m = q.m
     if not q.scaling:
-        put(ws, 1, 1, m("scaling.none"))
-        _print_setup(ws)
+        _sentence_only(ws, m("scaling.none"))
         return
     columns = [(c.key, c.label, c.unit, c.values) for c in q.scaling]
     counts = columns[0][3]
@@ -279,9 +288,7 @@ def _scaling(ws: Worksheet, q: Quote) -> None:
             put(ws, row, col, _cell_value(m, value), formats.get(key) or number_format(value, unit))
     last = len(counts) + 1
     if q.gpu_count in counts:
-        chosen = counts.index(q.gpu_count) + 2
-        for col in range(1, len(columns) + 1):
-            ws.cell(row=chosen, column=col).fill = SOFT_FILL
+        _highlight(ws, counts.index(q.gpu_count) + 2, len(columns))
     _line(ws, last + 2, m("scaling.note"), last_col=len(columns))
     if speedup is not None:
         chart = LineChart()
