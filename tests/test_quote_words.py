@@ -269,3 +269,16 @@ def test_each_source_is_named_once(quotes):
     for url, titles in merged.items():
         shown = [n for n in names if n in {_source_name(t) for t in titles}]
         assert len(shown) == 1, (url, titles, shown)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_given_pipeline_schedule_is_shown_by_its_name(tmp_path, lang):
+    """The schedule changes the figures, so the customer reads which one was quoted — by its name."""
+    source = tmp_path / f"schedule.{lang}.yaml"
+    source.write_text("customer: Words Test Co.\nworkload: pretraining\nmodel: llama-2-7b\ngpu: H100\n"
+                      f"gpu_count: 64\npipeline_parallel: 4\npipeline_schedule: zb\nlanguage: {lang}\n"
+                      "training_tokens_billion: 100\n", encoding="utf-8")
+    q = Quoted(source, tmp_path / "out")
+    name = next(c.label[lang] for c in current_form().choices["pipeline_schedule"] if c.id == "zero-bubble")
+    assert name in q.html_text                  # beside the pipeline parallelism, in the scaling section
+    assert "zero-bubble" not in q.html_text

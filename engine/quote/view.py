@@ -31,7 +31,7 @@ SECTIONS = (
       "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
       "training_time_hours_at_default", "gpu_hours")),
     ("bandwidth", (), ("arithmetic_intensity", "ridge_point", "attainable_tflops_per_gpu", "bound")),
-    ("scaling", ("gpus_per_node", "tensor_parallel", "pipeline_parallel"),
+    ("scaling", ("gpus_per_node", "tensor_parallel", "pipeline_parallel", "pipeline_schedule"),
      ("scaling_efficiency", "gpus_for_deadline")),
     ("targets", ("deadline_days", "ttft_target_ms", "tpot_target_ms", "requests_per_second",
                  "gpu_hour_price"),
