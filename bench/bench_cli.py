@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     with tempfile.TemporaryDirectory() as tmp:
-        cached = {**os.environ, "SIZING_CACHE_DIR": str(Path(tmp) / "cache")}
-        uncached = {**os.environ, "SIZING_CACHE_DIR": "off"}
+        # Python keeps compiled bytecode beside the modules unless PYTHONDONTWRITEBYTECODE says
+        # not to (some sandboxes and CI images set it): measure what a user's machine does.
+        environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached = {**environ, "SIZING_CACHE_DIR": str(Path(tmp) / "cache")}
+        uncached = {**environ, "SIZING_CACHE_DIR": "off"}
         quote = [sys.executable, "-m", "engine", "quote", str(args.intake), "-o", str(Path(tmp) / "out")]
         floor = [sys.executable, "-c", "import io, sys, openpyxl; "
                  "openpyxl.load_workbook(sys.argv[1]).save(io.BytesIO())", str(twin)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,15 @@ from engine.problems import Problem, SizingError
 
 LISTS = ("gpus", "models", "precisions", "optimizers")     # the catalogs of entries, by their list key
 
+# Words a name may carry that do not change what is sized: a vendor before a GPU or its memory
+# type after ("NVIDIA H100 80GB HBM3", as nvidia-smi prints it); a publisher before a model or
+# the release after ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-2-70b-chat-hf"), since a
+# chat or instruct release has the base model's shape.
+LOOSE_LEADING = {"gpus": {"nvidia", "amd", "intel", "habana", "tesla", "geforce", "instinct"},
+                 "models": {"meta"}}
+LOOSE_TRAILING = {"gpus": {"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7"},
+                  "models": {"instruct", "chat", "hf", "base", "it", "pt"}}
+
 @dataclass
 class Catalogs:
     """Every catalog entry by id, plus alias tables (lower-case) for friendly names."""
@@ -24,6 +34,7 @@ class Catalogs:
     optimizers: dict[str, dict] = field(default_factory=dict)
     speedup_tables: dict[str, dict] = field(default_factory=dict)
     aliases: dict[str, dict[str, str]] = field(default_factory=dict)   # catalog → {alias: id}
+    loose: dict[str, dict[str, str | None]] = field(default_factory=dict)  # catalog → {loose name: id, None if two share it}
     where: dict[tuple[str, str], str] = field(default_factory=dict)     # (catalog, id) → file:line
     nodes: dict[tuple[str, str], dict] = field(default_factory=dict)    # (catalog, id) → entry with its lines
     schema: Schema = field(default_factory=Schema)
@@ -59,10 +70,12 @@ class Catalogs:
         return None
 
     def resolve(self, catalog: str, text: Any) -> str | None:
-        """Catalog id for an id or alias, case- and space-insensitive; None if unknown."""
+        """Catalog id for an id or alias, case- and space-insensitive, else for the same name with
+        the words of LOOSE_LEADING / LOOSE_TRAILING around it; None if unknown or ambiguous."""
         if text is None:
             return None
-        return self.aliases.get(catalog, {}).get(_norm(str(text)))
+        found = self.aliases.get(catalog, {}).get(_norm(str(text)))
+        return found or self.loose.get(catalog, {}).get(_loose(catalog, str(text)))
 
     def resolve_gpu(self, text: Any) -> str | None:
         return self.resolve("gpus", text)
@@ -96,6 +109,17 @@ class Catalogs:
 
 def _norm(text: str) -> str:
     return " ".join(text.replace("_", " ").split()).casefold()
+
+
+def _loose(catalog: str, text: str) -> str:
+    """The name without a publisher, vendor or release word: "Meta-Llama-3.1-8B-Instruct" → "llama 3.1 8b"."""
+    words = re.split(r"[\s_\-]+", text.casefold().rsplit("/", 1)[-1].strip())
+    leading, trailing = LOOSE_LEADING.get(catalog, set()), LOOSE_TRAILING.get(catalog, set())
+    while len(words) > 1 and words[0] in leading:
+        words.pop(0)
+    while len(words) > 1 and words[-1] in trailing:
+        words.pop()
+    return " ".join(w for w in words if w)
 
 
 def load_catalogs(directory: Path = CATALOGS_DIR) -> Catalogs:
@@ -133,7 +157,7 @@ def _load_list(directory: Path, spec: FileSpec, catalogs: Catalogs) -> list[Prob
         if other != key and other not in spec.other_keys:
             problems.append(Problem("catalog.unknown_key", f"{display}:{line_of(doc, other)}",
                                     f"unknown top-level key `{other}`; the entries go under `{key}:`.", fixer="rules"))
-    table, aliases = {}, {}
+    table, aliases, loose = {}, {}, {}
     for index, entry in enumerate(entries):
         line = line_of(entries, index)
         if not isinstance(entry, dict):
@@ -159,8 +183,13 @@ def _load_list(directory: Path, spec: FileSpec, catalogs: Catalogs) -> list[Prob
                                         f"alias `{name}` of `{eid}` is already used by "
                                         f"`{aliases[norm]}`; aliases must be unique.", fixer="rules"))
             aliases.setdefault(norm, eid)
+        for name in [eid, entry.get("name"), *(entry.get("aliases") or [])]:
+            if isinstance(name, str):
+                word = _loose(key, name)
+                loose[word] = eid if loose.get(word, eid) == eid else None
     setattr(catalogs, key, table)
     catalogs.aliases[key] = aliases
+    catalogs.loose[key] = loose
     catalogs.lint.extend(check.warnings)
     return check.errors + problems
 
