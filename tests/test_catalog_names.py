@@ -33,6 +33,8 @@ def test_gpu_names_as_tools_print_them(catalogs, name, gpu):
     ("Mixtral 8x7B Instruct", "mixtral-8x7b"),
     ("google/gemma-2-9b-it", "gemma-2-9b"),
     ("Qwen/Qwen3-8B-Base", "qwen3-8b"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b"),       # the release's version goes with it
+    ("deepseek-ai/DeepSeek-V2-Chat", "deepseek-v2"),            # a model's own version stays
 ])
 def test_model_releases_find_their_base_model(catalogs, name, model):
     assert catalogs.resolve_model(name) == model

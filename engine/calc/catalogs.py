@@ -23,6 +23,7 @@ LOOSE_LEADING = {"gpus": {"nvidia", "amd", "intel", "habana", "tesla", "geforce"
                  "models": {"meta"}}
 LOOSE_TRAILING = {"gpus": {"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7"},
                   "models": {"instruct", "chat", "hf", "base", "it", "pt"}}
+VERSION = re.compile(r"v\d+(\.\d+)*")
 
 @dataclass
 class Catalogs:
@@ -117,8 +118,9 @@ def _loose(catalog: str, text: str) -> str:
     leading, trailing = LOOSE_LEADING.get(catalog, set()), LOOSE_TRAILING.get(catalog, set())
     while len(words) > 1 and words[0] in leading:
         words.pop(0)
-    while len(words) > 1 and words[-1] in trailing:
-        words.pop()
+    while len(words) > 1 and (words[-1] in trailing
+                              or (len(words) > 2 and words[-2] in trailing and VERSION.fullmatch(words[-1]))):
+        words.pop()          # "…-Instruct-v0.2": a release's version goes with its release word
     return " ".join(w for w in words if w)
 
 
