@@ -91,8 +91,9 @@ def _add_files(digest, folder: Path, files: list[Path]) -> None:
 def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
     """`build()`, or what it gave before for the same contents of `source` and the same engine.
 
-    For plain data read from a big file (the published runs a quote cites): lists, dicts,
-    strings and numbers only; anything else in an entry is refused and `build()` runs.
+    For data read from a file (the published runs a quote cites, the intake form): builtin
+    containers, strings and numbers, and the engine's own data classes; anything else in an
+    entry (another module's class, a callable) is refused and `build()` runs.
     """
     folder = cache_dir()
     if folder is None:
