@@ -159,6 +159,19 @@ def test_one_is_singular_in_english(quotes):
                for s in step["sources"])
 
 
+# Unit words a number can carry; a Chinese quote says them in Chinese ("8,030,000,000 个参数").
+ENGLISH_UNIT = re.compile(r"\d (parameters|bytes|samples|requests|steps|days|hours|minutes|GPUs)\b")
+
+
+def test_chinese_quotes_say_their_units_in_chinese(quotes):
+    chinese = [q for q in quotes.values() if q.lang in ("zh-TW", "zh-CN")]
+    assert chinese
+    for q in chinese:
+        text = q.html_text + "\n" + q.customer_sheets()
+        found = ENGLISH_UNIT.findall(text)
+        assert not found, (q.source.name, sorted(set(found)))
+
+
 def _id_shown(text: str, value: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
 
