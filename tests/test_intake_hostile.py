@@ -405,3 +405,18 @@ def test_a_utf16_json_intake_is_read(tmp_path):
     path = tmp_path / "notepad.json"
     path.write_bytes(json.dumps({"customer": "Société Générale", "gpu_count": 8}).encode("utf-16"))
     assert read(path).values == {"customer": "Société Générale", "gpu_count": 8}
+
+
+def test_a_huge_value_is_quoted_by_its_start_and_its_length(tmp_path, capsys):
+    """A 120,000-character model name: one sentence that quotes its first characters and says how
+    long it is — not a 120,000-character line — and the file stays as it was."""
+    name = "meta-llama/" + "Llama-" * 20_000
+    path = tmp_path / "huge-name.yaml"
+    path.write_text(f"customer: T\nworkload: online-inference\nmodel: \"{name}\"\nprecision: bf16\n"
+                    "gpu: H100\ngpu_count: 8\nprompt_tokens: 100\noutput_tokens: 10\n", encoding="utf-8")
+    before = path.read_bytes()
+    assert main(["quote", str(path), "-o", str(tmp_path / "out")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "meta-llama/Llama-Llama" in line and f"({len(name):,} characters)" in line
+    assert len(line) < 400
+    assert path.read_bytes() == before

@@ -202,11 +202,15 @@ def _limit(f: Field, value: float | None) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
+SHOWN_CHARACTERS = 80      # a message quotes the start of a long value; the cell keeps all of it
+
+
 def show(value: Any) -> str:
-    """A value as the person typed it, for messages."""
+    """A value as the person typed it, for messages (a long one cut after its first characters)."""
     if isinstance(value, float):
         return f"{int(value)}" if value.is_integer() and abs(value) < 1e15 else f"{value:.10g}"
-    return lenient.clean(value) if value is not None else ""
+    text = lenient.clean(value) if value is not None else ""
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS - 1]}… ({len(text):,} characters)"
 
 
 def _fill_defaults(intake: Intake, form: Form, workload: str | None, lang: str) -> None:
