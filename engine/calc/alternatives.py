@@ -111,33 +111,36 @@ def evaluate_configurations(values: dict, ruleset, grid: dict[str, list], sketch
                             training: bool, *, outputs: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Every GPU × count × precision × sketched layout as one array pass; rows a GPU cannot run
     (a precision it lacks, a layout its count does not divide) are left out before evaluating."""
-    peaks = {(g, p): ruleset.functions["has_precision"].fn(g, p) for g in grid["gpu"] for p in grid["precision"]}
-    per_node = {g: (ruleset.catalogs.gpus.get(g) or {}).get("gpus_per_node") or 8 for g in grid["gpu"]}
-    rows = []
-    for gpu in grid["gpu"]:
-        for precision in grid["precision"]:
-            if not peaks[(gpu, precision)]:
-                continue            # a precision the GPU lacks would only repeat its fallback's figures
-            for count in grid["gpu_count"]:
-                for index, sketch in enumerate(sketches):
-                    tp, pp = sketch.get("tensor_parallel", 1), sketch.get("pipeline_parallel", 1)
-                    if count % (tp * pp) or tp > min(per_node[gpu], count):
-                        continue
-                    rows.append((gpu, count, precision, index))
-    if not rows:
+    gpus, precisions, counts = list(grid["gpu"]), list(grid["precision"]), list(grid["gpu_count"])
+    if not (gpus and precisions and counts and sketches):
         return {}
-    gpu_col, count_col, precision_col, sketch_col = (np.asarray(c) for c in zip(*rows))
-    columns = {"gpu": gpu_col.astype(str), "gpu_count": count_col.astype(float),
-               "precision": precision_col.astype(str)}
-    for key in {k for s in sketches for k in s}:
+    has = ruleset.functions["has_precision"].fn
+    runs = np.array([[bool(has(g, p)) for p in precisions] for g in gpus])
+    per_node = np.array([(ruleset.catalogs.gpus.get(g) or {}).get("gpus_per_node") or 8 for g in gpus])
+    tp = np.array([s.get("tensor_parallel", 1) for s in sketches])
+    pp = np.array([s.get("pipeline_parallel", 1) for s in sketches])
+    count_of = np.asarray(counts)
+    # every GPU × precision × count × sketch, in that order; each index array one row per scenario
+    g, p, c, k = (a.ravel() for a in np.meshgrid(np.arange(len(gpus)), np.arange(len(precisions)),
+                                                  np.arange(len(counts)), np.arange(len(sketches)), indexing="ij"))
+    # a precision the GPU lacks would only repeat its fallback's figures; TP stays within a node
+    keep = (runs[g, p] & (count_of[c] % (tp[k] * pp[k]) == 0)
+            & (tp[k] <= np.minimum(per_node[g], count_of[c])))
+    g, p, c, k = g[keep], p[keep], c[keep], k[keep]
+    if not len(g):
+        return {}
+    columns = {"gpu": np.asarray(gpus, dtype=str)[g], "gpu_count": count_of[c].astype(float),
+               "precision": np.asarray(precisions, dtype=str)[p]}
+    for key in {key for s in sketches for key in s}:
         default = LAYOUT_DEFAULTS.get(key, 1)
-        column = np.array([sketches[i].get(key, default) for i in sketch_col])
-        columns[key] = column.astype(bool) if isinstance(default, bool) else column.astype(float)
+        column = np.array([s.get(key, default) for s in sketches])
+        columns[key] = (column.astype(bool) if isinstance(default, bool) else column.astype(float))[k]
     base = {k: v for k, v in values.items() if k not in columns}
     wanted = outputs or (TRAINING_FIGURES if training else SERVING_FIGURES)
-    frame = evaluate_columns(base, ruleset, columns, len(rows), only=[w for w in wanted if w in ruleset.rules])
-    out = {k: np.asarray(frame[k]) for k in frame}
-    out["sketch"] = sketch_col
+    frame = evaluate_columns(base, ruleset, columns, len(g), only=[w for w in wanted if w in ruleset.rules])
+    out = {key: np.asarray(frame[key]) for key in frame}
+    out["sketch"] = k
+    out["configuration"] = (g * len(precisions) + p) * len(counts) + c
     return out
 
 
@@ -145,18 +148,17 @@ def _best_per_configuration(table: dict[str, np.ndarray], values: dict, training
     """Per GPU × count × precision, its fastest sketch that meets everything (or the one nearest to it)."""
     if not table:
         return []
-    failed, worst = misses(table, values)
+    _, worst = misses(table, values)
     ok = worst <= 1
     speed = table["job_hours"] if training else -np.nan_to_num(table["output_tokens_per_s"], nan=0.0)
     speed = np.where(np.isfinite(speed), speed, np.inf)
-    best: dict[tuple, int] = {}
-    for i in range(len(table["gpu"])):
-        key = (table["gpu"][i], int(table["gpu_count"][i]), table["precision"][i])
-        j = best.get(key)
-        if j is None or (ok[i], -worst[i], -speed[i]) > (ok[j], -worst[j], -speed[j]):
-            best[key] = i
-    return [{**{k: table[k][i] for k in table}, "ok": bool(ok[i]), "shortfall": float(worst[i])}
-            for i in best.values()]
+    group = table["configuration"]
+    # within each configuration: meets everything first, then the smallest shortfall, then the fastest
+    order = np.lexsort((speed, worst, ~ok, group))
+    first = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    picked = {key: column[first].tolist() for key, column in table.items()}
+    picked["ok"], picked["shortfall"] = ok[first].tolist(), worst[first].astype(float).tolist()
+    return [{key: picked[key][i] for key in picked} for i in range(len(first))]
 
 
 def _rank(rows: list[dict], objective: str) -> list[dict]:
