@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -82,8 +83,13 @@ def _parse(source: str, functions=()) -> ast.Expression:
                                              "retype it.") from None
 
 
+_IF_WORD = re.compile(r"\bif\b")
+
+
 def _rename_if(source: str) -> str:
     """Turn the worksheet-style `if(` into a callable name, leaving strings alone."""
+    if not _IF_WORD.search(source):
+        return source      # most formulas: tokenizing them is most of what compiling costs
     tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     out = []
     for i, tok in enumerate(tokens):
