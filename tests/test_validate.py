@@ -161,3 +161,22 @@ def test_blank_template_reports_only_the_required_fields(tmp_path):
     problems = validate(read(blank(tmp_path)), catalogs())
     assert sorted((p.code, p.where) for p in problems) == sorted(
         ("required", cell_of(k)) for k in ("customer", "workload", "model", "gpu"))
+
+
+@pytest.mark.parametrize("workload", [None, "pretraining", "fine-tuning", "online-inference",
+                                      "offline-inference"])
+def test_a_trusted_schema_judges_exactly_as_a_checked_one(workload):
+    """The schemas cerberus checked once (and the cache remembers) pass cerberus' own check
+    here, and the validator built on that trust finds the same errors and normal form."""
+    from engine.intake import validate as v
+    from engine.intake.form import current_form
+    form = current_form()
+    checked = v.IntakeValidator(v._schema(form, workload), catalogs=catalogs())  # cerberus checks it
+    trusted = v._validator(form, workload, catalogs())
+    assert isinstance(trusted.schema, v._CheckedSchema) and not isinstance(checked.schema, v._CheckedSchema)
+    wrong = {**WRONG_ENTRIES[0][2], **{typed_key: value for _, _, typed, _, typed_key in WRONG_ENTRIES[4:12]
+                                       for value in typed.values()},
+             "no_such_field": 1, "gpu": "h100", "workload": workload or "pretraining"}
+    assert checked.validate(dict(wrong)) is trusted.validate(dict(wrong)) is False
+    assert checked.errors == trusted.errors and len(checked.errors) >= 8
+    assert checked.document == trusted.document

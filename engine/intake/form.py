@@ -115,8 +115,11 @@ _cache: dict[Path, tuple[tuple[int, int], Form]] = {}
 _lock = threading.Lock()
 
 
+FORM_PATH = RULES_DIR / "intake.yaml"
+
+
 def current_form() -> Form:
-    return load_form(RULES_DIR / "intake.yaml")
+    return load_form(FORM_PATH)
 
 
 def form_problems(rules_dir: Path) -> list[Problem]:
@@ -131,7 +134,7 @@ def form_problems(rules_dir: Path) -> list[Problem]:
     return []
 
 
-def load_form(path: Path = RULES_DIR / "intake.yaml") -> Form:
+def load_form(path: Path = FORM_PATH) -> Form:
     """Load and check the form (cached until the file changes); SizingError as file:line."""
     path = Path(path)
     try:
