@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import pickle
 import re
 
 import jinja2
@@ -147,3 +149,49 @@ def test_hostile_warning_in_every_language_is_escaped(tmp_path, grid_for):
     for lang in ("zh-TW", "zh-CN"):
         html, _ = html_for(tmp_path, lang=lang)
         assert HOSTILE_WARNING not in html and "&lt;img" in html
+
+
+def _fresh_process_templates(monkeypatch, cache):
+    """What a new process sees: no environment built yet, this template cache folder."""
+    from engine.quote import html_page
+    monkeypatch.setenv("SIZING_CACHE_DIR", str(cache))
+    html_page.environment.cache_clear()
+
+
+def test_compiled_templates_are_kept_and_a_changed_template_is_compiled_afresh(tmp_path, grid_for,
+                                                                               monkeypatch):
+    grid_for()
+    custom, cache = tmp_path / "custom", tmp_path / "cache"
+    custom.mkdir()
+    monkeypatch.setenv("SIZING_TEMPLATES", str(custom))
+    (custom / "_summary.css.j2").write_text("body { color: rebeccapurple; }", encoding="utf-8")
+    _fresh_process_templates(monkeypatch, cache)
+    first, _ = html_for(tmp_path)
+    kept = sorted((cache / "templates").iterdir())
+    assert len(kept) >= 2                  # the page and the overriding stylesheet, at least
+    (custom / "_summary.css.j2").write_text("body { color: papayawhip; }", encoding="utf-8")
+    _fresh_process_templates(monkeypatch, cache)
+    second, _ = html_for(tmp_path)
+    # Jinja compares each kept entry with its template's source: the edit shows, never the old page
+    assert "rebeccapurple" in first and "papayawhip" in second and "rebeccapurple" not in second
+    assert second.replace("papayawhip", "rebeccapurple") == first
+
+
+def test_a_damaged_or_unusable_template_cache_only_costs_time(tmp_path, grid_for, monkeypatch):
+    grid_for()
+    cache = tmp_path / "cache"
+    _fresh_process_templates(monkeypatch, cache)
+    expected, _ = html_for(tmp_path)
+    for entry in (cache / "templates").iterdir():
+        # Jinja's own header and the template's checksum, then code that is not code: Jinja
+        # would hand this to marshal and fail; the quote must compile the template instead
+        kept = io.BytesIO(entry.read_bytes())
+        assert kept.read(len(jinja2.bccache.bc_magic)) == jinja2.bccache.bc_magic
+        pickle.load(kept)
+        entry.write_bytes(kept.getvalue()[:kept.tell()] + b"\xff not a code object" + bytes(range(64)))
+    _fresh_process_templates(monkeypatch, cache)
+    assert html_for(tmp_path)[0] == expected
+    blocked = tmp_path / "a-file-not-a-folder"
+    blocked.write_text("x", encoding="utf-8")            # the cache folder cannot be made
+    _fresh_process_templates(monkeypatch, blocked)
+    assert html_for(tmp_path)[0] == expected

@@ -13,9 +13,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from engine.calc.rulecache import cache_dir
 from engine.quote import charts
 from engine.quote.messages import finite, template_dirs
 
@@ -25,10 +26,40 @@ if TYPE_CHECKING:
 TEMPLATE = "summary.html.j2"
 
 
+class _TemplateCache(FileSystemBytecodeCache):
+    """Compiled templates kept between processes, as Python keeps compiled modules (a fresh quote
+    otherwise compiles the page's templates, ≈ 20 ms); Jinja checks each entry against its
+    template's source. A cache that cannot be read or written only costs that time."""
+
+    def load_bytecode(self, bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except Exception:  # noqa: BLE001 — a damaged entry: compile the template instead
+            bucket.reset()
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _template_cache() -> _TemplateCache | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        (folder / "templates").mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return None
+    return _TemplateCache(str(folder / "templates"))
+
+
 @functools.lru_cache(maxsize=8)
 def environment(dirs: tuple[Path, ...]) -> Environment:
     return Environment(loader=FileSystemLoader([str(d) for d in dirs]), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                       bytecode_cache=_template_cache())
 
 
 def render_html(quote: Quote) -> str:
