@@ -135,7 +135,7 @@ def evaluate_configurations(values: dict, ruleset, grid: dict[str, list], sketch
         default = LAYOUT_DEFAULTS.get(key, 1)
         column = np.array([s.get(key, default) for s in sketches])
         columns[key] = (column.astype(bool) if isinstance(default, bool) else column.astype(float))[k]
-    base = {k: v for k, v in values.items() if k not in columns}
+    base = {key: value for key, value in values.items() if key not in columns}
     wanted = outputs or (TRAINING_FIGURES if training else SERVING_FIGURES)
     frame = evaluate_columns(base, ruleset, columns, len(g), only=[w for w in wanted if w in ruleset.rules])
     out = {key: np.asarray(frame[key]) for key in frame}

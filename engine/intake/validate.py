@@ -113,8 +113,8 @@ def _validator(form: Form, workload: str | None, catalogs) -> IntakeValidator:
 
 
 def _schemas_checked(form: Form) -> bool:
-    """cerberus checks a schema before its first use (≈ 40 ms in each fresh process, a tenth of a
-    quote). The schemas follow from the form file and the engine's code alone, so they are checked
+    """cerberus checks a schema before its first use (≈ 30 ms in each fresh process, a twentieth
+    of a quote). The schemas follow from the form file and the engine's code alone, so they are checked
     once for each version of both (the cache remembers, keyed by both) and trusted after; a schema
     cerberus refuses raises its SchemaError here, as it would have in the first quote."""
     with _lock:
