@@ -295,3 +295,17 @@ def test_a_given_pipeline_schedule_is_shown_by_its_name(tmp_path, lang):
     name = next(c.label[lang] for c in current_form().choices["pipeline_schedule"] if c.id == "zero-bubble")
     assert name in q.html_text                  # beside the pipeline parallelism, in the scaling section
     assert "zero-bubble" not in q.html_text
+
+
+def test_a_compute_rate_in_a_warning_says_its_unit(quotes):
+    """"uses the dense figure at BF16: 989.5" left the reader guessing 989.5 of what; every
+    number in the peak-rate warnings is a TOPS or TFLOPS figure and says so, in each language."""
+    rate_warnings = [(q.source.name, w["message"]) for q in quotes.values() for w in q.doc["warnings"]
+                     if w["code"] in ("sparse_headline", "precision_fallback")]
+    assert {name for name, _ in rate_warnings} >= {"online.zh-TW.yaml", "online.zh-CN.yaml",
+                                                    "llama-70b-online-8xh100.yaml"}
+    for name, message in rate_warnings:
+        # a rate written as a bare number ends a clause: "…: 989.5." or "（FP8 下 733）"
+        bare = re.findall(r"(?<![\w.,])\d(?:[\d,.]*\d)?(?=[.。]?$|[)）])", message)
+        rates = re.findall(r"\d[\d,.]* (?:TOPS|TFLOPS)\b", message)
+        assert rates and not bare, (name, message, bare)
