@@ -16,7 +16,7 @@ from engine.problems import Problem, SizingError
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("xlsx", "html", "json")
+FORMATS = ("xlsx", "html", "json", "audit")   # engine.quote.outputs: the last is <stem>.audit.xlsx
 
 
 @dataclass

@@ -76,7 +76,11 @@ def test_a_quote_reply_lists_the_key_figures_in_the_intake_language(tmp_path):
     assert "估價完成" in body and "以下是您需求表的估價。" in body
     for figure in job.quote.key_figures:
         assert f"{figure.label}: {figure.text}" in body
-    assert {p.get_filename() for p in reply.iter_attachments()} == {"lora.quote.xlsx", "lora.quote.html"}
+    # the customer's two files and the salesperson's trail, the body saying which is which
+    assert {p.get_filename() for p in reply.iter_attachments()} == {"lora.quote.xlsx", "lora.quote.html",
+                                                                   "lora.audit.xlsx"}
+    assert "附件：lora.quote.xlsx, lora.quote.html" in body
+    assert catalogue("zh-TW")["attached_audit"].format(file="lora.audit.xlsx") in body
 
 
 def test_refused_and_failed_attachments_say_why(tmp_path):

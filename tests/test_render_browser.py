@@ -143,8 +143,9 @@ def test_the_probe_sees_console_errors(browser, tmp_path):
 
 
 @pytest.mark.parametrize("workload, lang, expected", [
+    # 62.5 GB of 10⁹ bytes per GPU reads as 58.21 GB, the GB the "80 GB" GPU is named by (÷ 2³⁰/10⁹)
     ("training", "en", ["≈ 19.2 days on 512 × H100 SXM5 80GB", "235,930 GPU-hours", "589,824 USD",
-                        "62.5 GB", "Model & precision", "Scaling"]),
+                        "58.21 GB", "Model & precision", "Scaling"]),
     ("inference", "en", ["412.5 ms", "23.8 ms", "1,345 tokens/s", "2.48 USD",
                          "Misses the latency targets."]),
     ("training", "zh-TW", ["約 19.2 天，使用 512 × H100 SXM5 80GB", "模型與精度", "記憶體容量"]),
@@ -160,6 +161,7 @@ def test_summary_in_chromium(browser, tmp_path, monkeypatch, workload, lang, exp
     text = evaluate(browser, session, "document.body.innerText")
     for figure in expected:
         assert figure in text, figure
+    assert "rs-test123456" not in text                  # the rule set is the salesperson's trail, not the page's
     if workload == "training":
         assert HOSTILE_CUSTOMER in text                 # shown as text, not a link or formula
     assert HOSTILE_WARNING.split(" +")[0] in text or "警告" in text

@@ -37,7 +37,7 @@ TRAINING = {
     "optimizer_gb": ("capacity", "GB", 840.0),
     "activations_gb": ("capacity", "GB", 31.5),
     "memory_per_gpu_gb": ("capacity", "GB", 62.5),
-    "gpu_memory_gb": ("capacity", "GB", 80.0),
+    "gpu_memory_gb": ("capacity", "GB", 85.89934592),   # 80 × 2³⁰ bytes, as rules/capacity.yaml has it
     "fits_in_memory": ("capacity", "", True),
     "min_gpus_for_memory": ("capacity", "GPUs", 16),
     "arithmetic_intensity": ("bandwidth", "FLOP/byte", 250.0),
@@ -54,7 +54,7 @@ INFERENCE = {
     "kv_cache_gb": ("capacity", "GB", 42.9),
     "kv_cache_bytes_per_token": ("capacity", "bytes", 327_680),
     "memory_per_gpu_gb": ("capacity", "GB", 45.7),
-    "gpu_memory_gb": ("capacity", "GB", 80.0),
+    "gpu_memory_gb": ("capacity", "GB", 85.89934592),   # 80 × 2³⁰ bytes, as rules/capacity.yaml has it
     "fits_in_memory": ("capacity", "", True),
     "max_concurrency": ("capacity", "requests", 96),
     "arithmetic_intensity": ("bandwidth", "FLOP/byte", 1.9),
@@ -126,26 +126,29 @@ def set_input(job: Job, key: str, value) -> None:
 
 
 def make_grid(workload: str = "training") -> pd.DataFrame:
-    """What evaluate_grid returns: one row per GPU count, a column per result key."""
+    """What scaling_grid returns: one row per GPU count with its planned layout, a column per result key."""
     counts = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] if workload == "training" \
         else [1, 2, 4, 8]
     efficiency = [0.9 ** (i / 4) for i in range(len(counts))]
+    # the planner's layout per count, as engine.calc.sweep.planned_rows gives it
+    layouts = [{"tensor_parallel": min(n, 8), "zero_stage": 1, "micro_batch_size": 1} for n in counts]
     if workload == "training":
         days = [19.2 * 512 * 0.9 / (n * e) for n, e in zip(counts, efficiency)]
-        return pd.DataFrame({"gpu_count": counts, "training_time_days": days,
+        return pd.DataFrame({"gpu_count": counts, "layout_values": layouts, "scaling_efficiency": efficiency,
+                             "training_time_days": days,
                              "training_time_hours": [d * 24 for d in days],
                              "gpu_hours": [d * 24 * n for d, n in zip(days, counts)],
                              "cost_total": [d * 24 * n * 2.5 for d, n in zip(days, counts)],
                              "fits_in_memory": [n >= 16 for n in counts]})
     tps = [1345.0 / 4 * n * e for n, e in zip(counts, efficiency)]
-    return pd.DataFrame({"gpu_count": counts, "output_tokens_per_s": tps,
+    return pd.DataFrame({"gpu_count": counts, "layout_values": layouts, "output_tokens_per_s": tps,
                          "ttft_ms": [412.5 * 4 / n for n in counts],
                          "fits_in_memory": [n >= 2 for n in counts]})
 
 
 @pytest.fixture
 def grid_for(monkeypatch):
-    """Stand in for engine.evaluate.evaluate_grid with a hand-built frame."""
+    """Stand in for view.scaling_grid (the sweep's planned rows) with a hand-built frame."""
     def use(workload: str = "training"):
         monkeypatch.setattr(render, "scaling_grid", lambda *args: make_grid(workload))
     return use
@@ -198,29 +201,53 @@ def test_verdicts_warnings_and_assumptions(tmp_path):
 
 def test_not_fitting_is_said_plainly(tmp_path):
     job = make_job(tmp_path)
+    # 120.5 and 85.9 GB of 10⁹ bytes are 112.2 and 80 GB as the GPU's name counts them (÷ 2³⁰/10⁹ = 1.0737)
     job.results.values.update(fits_in_memory=False, memory_per_gpu_gb=120.5)
-    assert "Does not fit: 120.5 GB needed per GPU, the GPU has 80 GB — at least 16 GPUs" \
+    assert "Does not fit: 112.2 GB needed per GPU, the GPU has 80 GB — at least 16 GPUs" \
         in " ".join(quote_of(job).verdicts)
 
 
-def test_scaling_columns_speedup_and_efficiency(tmp_path):
+def test_scaling_columns_layout_speedup_and_the_estimates_own_efficiency(tmp_path):
     quote = quote_of(make_job(tmp_path), make_grid())
     columns = {c.key: c for c in quote.scaling}
-    assert list(columns) == ["gpu_count", "training_time_days", "speedup", "efficiency",
+    assert list(columns) == ["gpu_count", "layout", "training_time_days", "speedup", "scaling_efficiency",
                              "gpu_hours", "cost_total", "fits_in_memory"]
+    assert columns["layout"].values[4] == "Tensor parallel 8, ZeRO stage 1, Micro-batch size 1"
     assert columns["speedup"].values[0] == pytest.approx(1.0)
-    assert columns["efficiency"].values[4] == pytest.approx(0.9)
+    # the efficiency column is the rule's scaling_efficiency per count (0.9 at 16 GPUs in make_grid),
+    # not a second efficiency worked out from the speedup
+    assert columns["scaling_efficiency"].values[4] == pytest.approx(0.9)
     assert columns["fits_in_memory"].values[:5] == [False, False, False, False, True]
 
 
-@pytest.mark.parametrize("chosen, step, expected", [
-    (512, 1, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
-    (6, 1, [1, 2, 4, 6, 8]),
-    (8, 4, [4, 8, 16]),
-    (1, 1, [1, 2, 4, 8]),
+def test_the_scaling_efficiency_in_the_table_is_the_one_the_quote_states(tmp_path):
+    """Issue 22: the table said 85.2% (speedup ÷ GPUs) and the line under it "Scaling efficiency 100%"."""
+    job = make_job(tmp_path)
+    grid = make_grid()
+    at = list(grid["gpu_count"]).index(512)
+    grid.loc[at, "scaling_efficiency"] = job.results.values["scaling_efficiency"]   # the quote's row is the quote
+    quote = quote_of(job, grid)
+    table = {c.key: c.values for c in quote.scaling}
+    stated = quote.figure("scaling_efficiency")
+    assert table["scaling_efficiency"][at] == stated.value == 0.9
+    assert "efficiency" not in table          # no second, differently computed efficiency beside it
+
+
+def test_the_scaling_caption_names_the_counts_the_table_shows(tmp_path):
+    quote = quote_of(make_job(tmp_path, "inference"), make_grid("inference"))
+    assert [c.values for c in quote.scaling if c.key == "gpu_count"] == [[1, 2, 4, 8]]
+    assert quote.scaling_note.startswith("The same workload on 1, 2, 4, 8 GPUs, each count on the layout")
+    quote = quote_of(make_job(tmp_path), make_grid())       # 11 counts: the first three and the last
+    assert quote.scaling_note.startswith("The same workload on 1, 2, 4, …, 1,024 GPUs")
+
+
+@pytest.mark.parametrize("chosen, expected", [
+    (512, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
+    (6, [1, 2, 4, 6, 8]),
+    (1, [1, 2, 4, 8]),
 ])
-def test_gpu_counts(chosen, step, expected):
-    assert render.gpu_counts(chosen, step) == expected
+def test_gpu_counts(chosen, expected):
+    assert render.gpu_counts(chosen) == expected
 
 
 @pytest.mark.parametrize("value, unit, expected", [

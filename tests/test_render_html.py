@@ -40,10 +40,10 @@ def test_hostile_text_is_escaped(tmp_path, grid_for):
     assert HOSTILE_CUSTOMER not in html                   # never raw, always escaped
 
 
-def test_header_names_customer_date_and_ruleset(tmp_path, grid_for):
+def test_header_names_customer_and_date_but_no_rule_set_id(tmp_path, grid_for):
     grid_for()
     html, doc = html_for(tmp_path)
-    assert '<dd class="ruleset">rs-test123456</dd>' in html
+    assert "rs-test123456" not in html and "Rule set" not in html     # the trail's, in the audit workbook
     assert f'<time datetime="{doc["generated_at"]}">{doc["generated_at"][:10]}</time>' in html
     assert '<html lang="en">' in html
 
@@ -55,8 +55,10 @@ def test_key_figures_match_the_json(tmp_path, grid_for):
     shown = dict(re.findall(r'data-key="(\w+)">\s*<div class="label">[^<]*</div>\s*'
                             r'<div class="value">([^<]*)</div>', html))
     for key, unit in [("ttft_ms", "ms"), ("tpot_ms", "ms"), ("output_tokens_per_s", "tokens/s"),
-                      ("max_concurrency", "requests"), ("memory_per_gpu_gb", "GB")]:
+                      ("max_concurrency", "requests")]:
         assert shown[key] == m.value(doc["results"][key], unit)
+    # memory in GB as the GPU's name counts them: 45.7 × 10⁹ bytes ÷ 2³⁰ = 42.56 GB of the "80 GB" GPU
+    assert shown["memory_per_gpu_gb"] == "42.56 GB" and shown["gpu_memory_gb"] == "80 GB"
     assert shown["cost_per_million_tokens"] == "2.48 USD"
     assert shown["meets_latency_targets"] == "No"
     assert "training_time_days" not in shown         # absent keys are not shown
@@ -82,7 +84,11 @@ def test_scaling_table_marks_the_quoted_row(tmp_path, grid_for):
     table = table[:table.index("</table>")]
     assert table.count("<tr") == 12 and table.count('class="chosen"') == 1
     chosen = table[table.index('class="chosen"'):]
-    assert re.findall(r"<td>([^<]*)</td>", chosen)[:4] == ["512", "21.9", "403.9", "78.9%"]
+    # count, its layout, time (in days: 21.9 days reads as such), speedup, the rule's scaling efficiency
+    assert re.findall(r"<td>([^<]*)</td>", chosen)[:5] == ["512", "Tensor parallel 8, ZeRO stage 1, Micro-batch size 1",
+                                                          "21.9 days", "403.9", "78.9%"]
+    caption = re.search(r"<caption>([^<]*)</caption>", table)[1]
+    assert caption.startswith("The same workload on 1, 2, 4, …, 1,024 GPUs")
 
 
 def test_print_stylesheet(tmp_path, grid_for):

@@ -1,11 +1,8 @@
-"""Whole quotes through run_job on the shipped samples: real rules, real evaluate_grid, all three outputs."""
+"""Whole quotes through run_job on the shipped samples: real rules, the real planner per count, every output."""
 
 from __future__ import annotations
 
 import json
-import sys
-import types
-
 import openpyxl
 import pytest
 
@@ -24,68 +21,92 @@ def test_sample_quotes(tmp_path, name):
     job = run_job(SAMPLES_DIR / name, tmp_path)
     assert job.ok, job.problems
     xlsx, html, js = (tmp_path / f"{job.stem}.quote.{ext}" for ext in ("xlsx", "html", "json"))
-    assert job.outputs == [xlsx, html, js]
+    trail = tmp_path / f"{job.stem}.audit.xlsx"
+    assert job.outputs == [xlsx, html, js, trail]
     doc = json.loads(js.read_text(encoding="utf-8"))
     assert doc["results"] == json.loads(json.dumps(job.results.to_json(job.language)["results"]))
     assert doc["ruleset"] == job.ruleset_version and doc["language"] == job.language
     assert doc["headline"] in html.read_text(encoding="utf-8")
 
-    # the scaling table comes from the real evaluate_grid, and agrees with the quote itself
+    # the scaling table's row at the quoted count is the quote itself
     quoted = next(r for r in doc["scaling"] if r["gpu_count"] == job.results.inputs["gpu_count"])
     for key in ("training_time_hours", "training_time_days", "output_tokens_per_s", "cost_total"):
         if key in quoted:
             assert quoted[key] == pytest.approx(doc["results"][key], rel=1e-9)
 
     wb = openpyxl.load_workbook(xlsx)
-    assert len(wb.sheetnames) >= 6 and wb.active == wb.worksheets[0]
-    audit = wb.worksheets[4]
-    assert audit.max_row == len(job.results.trace) + 1
-    if job.intake.kind == "xlsx":   # the salesperson's own sheets, after ours
-        original = openpyxl.load_workbook(SAMPLES_DIR / name)
-        assert wb.sheetnames[5:] == original.sheetnames
-        first = original.worksheets[0]
-        kept = wb[first.title]
-        assert [[c.value for c in r] for r in kept.iter_rows()] == \
-            [[c.value for c in r] for r in first.iter_rows()]
+    assert len(wb.sheetnames) == 4 and wb.active == wb.worksheets[0]      # the customer's sheets alone
+    audit = openpyxl.load_workbook(trail)
+    assert audit.worksheets[0].max_row == len(job.results.trace) + 1       # every rule, in the trail
+    listed = {r[0]: r[4] for r in audit.worksheets[1].iter_rows(min_row=2, values_only=True)}
+    assumed = job.quote.m("assumed_source")
+    assert listed == {k: assumed if job.intake.where(k) == "default" else job.intake.where(k)
+                      for k in job.intake.values}          # the intake as received, each value by its cell
 
 
-def test_scaling_grid_asks_evaluate_grid_for_gpu_counts(tmp_path, monkeypatch):
-    """The contract with engine.evaluate: (intake, ruleset, {"gpu_count": [...]}) → result columns."""
-    from test_render_cases import make_grid, make_job
+@pytest.mark.parametrize("name", ["llama-8b-pretraining-256xh100.zh-CN.yaml", "rtx4090-lora-7b.zh-TW.yaml",
+                                  "llama-70b-online-8xh100.yaml", "mixtral-offline-2xa100.yaml"])
+def test_the_scaling_table_gives_what_sweep_gives_at_every_count(tmp_path, name):
+    """Issue 22: the sweep and the quote's scaling table gave different figures for the same GPUs (each on
+    its own layout, neither saying so). Both now plan each count through engine.calc.sweep.planned_rows;
+    the table names each count's layout, and its row at the quoted count is the quote's headline."""
+    from engine.calc.ruleset import current_ruleset
+    from engine.calc.sweep import sweep, describe_layout
+    from engine.job import read_checked
+    job = run_job(SAMPLES_DIR / name, tmp_path, formats=("json",))
+    assert job.ok, job.problems
+    ruleset = current_ruleset()
+    intake = read_checked(SAMPLES_DIR / name, ruleset)
+    table = {c.key: c.values for c in job.quote.scaling}
+    counts = table["gpu_count"]
+    swept = sweep(intake, ruleset, {"gpu": [job.results.inputs["gpu"]], "gpu_count": counts,
+                                    "precision": [job.results.inputs["precision"]]}).table
+    by_count = {int(r["gpu_count"]): r for _, r in swept.iterrows()}
+    assert set(by_count) == set(counts)
+    key = next(k for k in ("training_time_days", "training_time_hours", "output_tokens_per_s") if k in table)
+    for i, count in enumerate(counts):
+        row = by_count[count]
+        for k in (key, "cost_total"):
+            if k in table and k in row:
+                assert table[k][i] == pytest.approx(row[k], rel=1e-6), (count, k)
+    quoted = counts.index(job.results.inputs["gpu_count"])
+    assert table[key][quoted] == pytest.approx(job.results.values[key], rel=1e-9)
+    assert by_count[counts[quoted]]["layout"] == describe_layout(job.results.plan.chosen)   # the quote's layout
+    assert all(table["layout"])           # every count says which layout its figures are for
+
+
+def test_scaling_grid_plans_each_count_for_the_quoted_gpu_and_precision(tmp_path, monkeypatch):
+    """The contract with the sweep: the intake, and {gpu, gpu_count: 1, 2, 4 … 2×, precision} → planned rows."""
+    from test_render_cases import make_job
+
+    from engine.calc import sweep
     calls = []
 
-    def fake_grid(intake, ruleset, grid):
+    def fake_rows(intake, ruleset, grid, outputs=()):
         calls.append((intake, ruleset, grid))
-        return make_grid()
-
-    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(evaluate_grid=fake_grid))
+        return [{"gpu_count": n, "training_time_days": 100 / n, "layout_values": {"zero_stage": 1}}
+                for n in reversed(grid["gpu_count"])], 0, []
+    monkeypatch.setattr(sweep, "planned_rows", fake_rows)
     job = make_job(tmp_path)
     job.ruleset = marker = object()
-    frame = render.scaling_grid(job.intake, job.results, job.ruleset)
-    # the intake's values as given (the results repeat them), at the counts the layout allows
-    assert calls == [({**job.intake.values, **job.results.inputs}, marker,
-                      {"gpu_count": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]})]
-    assert list(frame["gpu_count"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
-
-
-def test_scaling_respects_parallel_degrees(tmp_path, monkeypatch):
-    from test_render_cases import make_grid, make_job
-    seen = {}
-    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(
-        evaluate_grid=lambda intake, ruleset, grid: seen.update(grid) or make_grid()))
-    job = make_job(tmp_path)
-    job.ruleset = object()
-    job.intake.values.update(tensor_parallel=8, pipeline_parallel=2)
-    render.scaling_grid(job.intake, job.results, job.ruleset)
-    assert seen["gpu_count"] == [16, 32, 64, 128, 256, 512, 1024]
+    grid = render.scaling_grid(job.intake, job.results, job.ruleset)
+    assert calls == [(job.intake, marker, {"gpu": ["nvidia-h100-sxm5-80gb"],
+                                           "gpu_count": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+                                           "precision": ["bf16"]})]
+    assert grid["gpu_count"] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]      # in order of count
+    # the quoted count's row is the quote's own figure, not a second evaluation
+    assert grid["training_time_days"][9] == job.results.values["training_time_days"] == 19.2
+    assert grid["training_time_days"][8] == 100 / 256
 
 
 def test_a_failing_grid_leaves_the_quote_standing(tmp_path, monkeypatch, caplog):
     from test_render_cases import make_job
 
-    def broken(intake, ruleset, grid):
+    from engine.calc import sweep
+
+    def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
-    monkeypatch.setitem(sys.modules, "engine.calc.evaluate", types.SimpleNamespace(evaluate_grid=broken))
+    monkeypatch.setattr(sweep, "planned_rows", broken)
     job = make_job(tmp_path)
     job.ruleset = object()
     assert render.scaling_grid(job.intake, job.results, job.ruleset) is None

@@ -234,13 +234,13 @@ def test_explain_names_every_rule_and_catalog_line_the_result_depends_on(ruleset
     """Checked against an independent walk: the rules each formula reads, and the catalog lines of the
     GPU's and model's fields that those formulas name."""
     import ast
-    from engine.calc.evaluate import evaluate
+    from engine.calc.planner import planned
     from engine.job import read_checked
     sample = ROOT / "samples" / "llama-8b-pretraining-256xh100.zh-CN.xlsx"
-    code, out = sizing("explain", sample, "training_time_days")
+    code, out = sizing("explain", sample, "training_time_days", "--full")
     assert code == 0, out
     intake = read_checked(sample, ruleset)
-    results = evaluate(intake, ruleset)
+    results, _ = planned(intake, ruleset)           # the quote's own path: the planner's layout, then the rules
     applied = {s.name for s in results.trace if s.formula != "given in the intake"}
     wanted, stack = set(), ["training_time_days"]
     while stack:
@@ -279,19 +279,23 @@ def test_explain_names_every_rule_and_catalog_line_the_result_depends_on(ruleset
 def test_explain_says_when_a_result_does_not_apply():
     code, out = sizing("explain", ROOT / "samples" / "llama-70b-online-8xh100.yaml", "training_time_days")
     assert code == 0
-    assert "not applicable: `when: is_training` is false" in out
+    assert "does not apply: `when: is_training`" in out
+    code, out = sizing("explain", ROOT / "samples" / "llama-70b-online-8xh100.yaml", "training_time_days", "--full")
+    assert code == 0 and "not applicable: `when: is_training` is false" in out
 
 
-def test_explain_an_unknown_key_suggests_the_right_one():
-    code, out = sizing("explain", ROOT / "samples" / "llama-70b-online-8xh100.yaml", "cost_totl")
-    assert code == 2 and "Did you mean `cost_total`?" in out
+@pytest.mark.parametrize("said", ["cost_totl", "Total cots", "總成ben"])
+def test_explain_a_name_that_matches_nothing_suggests_the_closest(said):
+    """Issue 22: "Total cost: no rule or input has this name", and no suggestion."""
+    code, out = sizing("explain", ROOT / "samples" / "llama-70b-online-8xh100.yaml", said)
+    assert code == 2 and out.strip() == f"{said}: no figure or input has this name. Did you mean `cost_total` (Total cost)?"
 
 
 def test_the_audit_sheet_links_each_input_to_its_row_and_names_catalog_lines(tmp_path):
     from engine.job import run_job
-    job = run_job(ROOT / "samples" / "llama-70b-online-8xh100.xlsx", tmp_path, formats=("xlsx",))
+    job = run_job(ROOT / "samples" / "llama-70b-online-8xh100.xlsx", tmp_path, formats=("audit",))
     assert job.ok, job.problems
-    wb = openpyxl.load_workbook(job.outputs[0])
+    wb = openpyxl.load_workbook(job.outputs[0])         # the salesperson's <stem>.audit.xlsx
     ws = wb[job.quote.m("sheets.audit")]
     header = [c.value for c in ws[1]]
     rule_col, value_col = header.index("Rule") + 1, header.index("Value") + 1
@@ -310,8 +314,9 @@ def test_the_audit_sheet_links_each_input_to_its_row_and_names_catalog_lines(tmp
             if cell.value in steps:          # a rule: its own Audit row, showing its value
                 assert target.column == value_col
                 assert ws.cell(row=target.row, column=rule_col).value == cell.value
-            else:                            # an intake input: the cell the salesperson filled
-                assert f"{sheet.strip(chr(39))}!{coord}" == job.intake.sources[cell.value]
+            else:                            # an intake input: its row of the intake as received, naming its cell
+                listed = [c.value for c in target.parent[target.row]]
+                assert listed[0] == cell.value and listed[4] == job.intake.sources[cell.value]
             checked.add(cell.value)
         if step.sources:
             text = ws.cell(row=row, column=sources_col).value

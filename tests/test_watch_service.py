@@ -251,6 +251,7 @@ def check_batch(root: Path, names: dict[str, str], oracle: dict, exactly_once_in
         if expect["status"] == "quoted":
             reason = root / "failed" / f"{name}.reason.txt"
             assert in_archive, reason.read_text(encoding="utf-8") if reason.exists() else name
+            assert ".audit.xlsx" in expect["suffixes"]        # the salesperson's trail, beside the quote
             for suffix in expect["suffixes"]:
                 assert (root / "outbox" / f"{stem}{suffix}").exists(), (name, suffix)
             quoted_outputs += len(expect["suffixes"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -31,11 +32,53 @@ class Node:
     repeated: bool = False         # already shown higher up: not expanded again
 
 
+def figure_key(name: str, ruleset, labels: dict[str, str] | None = None) -> str | None:
+    """The result or input a person means: its key, or its label in any language (rules' labels, and
+    `labels` — label → key — for the intake's fields), matched without regard to case or spacing."""
+    if name in ruleset.rules or name in ruleset.input_types:
+        return name
+    wanted = _folded(name)
+    for label, key in _labels(ruleset, labels).items():
+        if _folded(label) == wanted:
+            return key
+    return None
+
+
+def closest_figures(name: str, ruleset, labels: dict[str, str] | None = None, n: int = 3) -> list[tuple[str, str]]:
+    """The nearest (key, label) pairs to a name that matched nothing, by key or by label in any language."""
+    names = {**{k: k for k in ruleset.rules}, **{k: k for k in ruleset.input_types}, **_labels(ruleset, labels)}
+    folded = {}
+    for said, key in names.items():
+        folded.setdefault(_folded(said), (key, said))
+    near = difflib.get_close_matches(_folded(name), list(folded), n=n * 3, cutoff=0.5)
+    out: dict[str, str] = {}
+    for word in near:
+        key, said = folded[word]
+        out.setdefault(key, said)
+    return list(out.items())[:n]
+
+
+def _labels(ruleset, labels: dict[str, str] | None) -> dict[str, str]:
+    out = dict(labels or {})
+    for rule in ruleset.rules.values():
+        for label in rule.label.values():
+            out.setdefault(label, rule.name)
+    return out
+
+
+def _folded(text: str) -> str:
+    return " ".join(str(text).replace("_", " ").casefold().split())
+
+
 def explain(key: str, results: Results, ruleset, where: dict[str, str] | None = None,
-            typed: dict[str, Any] | None = None, lang: str = "en") -> Node:
-    """The tree below `key`; `where` says where each intake value sits (Intake!C12), `typed` what was typed."""
+            typed: dict[str, Any] | None = None, lang: str = "en",
+            input_labels: dict[str, str] | None = None) -> Node:
+    """The tree below `key`; `where` says where each intake value sits (Intake!C12), `typed` what was
+    typed, `input_labels` what the intake's fields are called in the reader's language."""
+    input_labels = input_labels or {}
     steps = {s.name: s for s in results.trace}
     where, typed, shown = where or {}, typed or {}, set()
+    currency = str(results.values.get("cost_currency") or results.inputs.get("currency") or "USD")
 
     def node(name: str) -> Node:
         rule = ruleset.rules.get(name)
@@ -46,13 +89,15 @@ def explain(key: str, results: Results, ruleset, where: dict[str, str] | None = 
             value = results.inputs.get(name)
             said = typed.get(name)
             differs = isinstance(said, str) and said.strip().casefold() != str(value).casefold()
-            return Node(name, "input", value, where=where.get(name, ""), typed=said if differs else None)
+            return Node(name, "input", value, label=input_labels.get(name, ""), where=where.get(name, ""),
+                        typed=said if differs else None)
         step = steps.get(name)
         label = rule.label.get(lang) or rule.label.get("en", name)
+        unit = currency if rule.unit == "currency" else rule.unit
         if step is not None and step.formula == "given in the intake":
-            return Node(name, "given", step.value, rule.unit, label, where=where.get(name, step.where))
+            return Node(name, "given", step.value, unit, label, where=where.get(name, step.where))
         kind = "rule" if step is not None else "skipped"
-        out = Node(name, kind, step.value if step else None, rule.unit, label, rule.formula.text,
+        out = Node(name, kind, step.value if step else None, unit, label, rule.formula.text,
                    rule.when.text if rule.when else "", rule.where, sources=step.sources if step else ())
         formula_names = _in_order(rule.formula.text, rule.formula.names) if step else []
         when_names = _in_order(rule.when.text, rule.when.names) if rule.when else []
@@ -83,6 +128,64 @@ def rules_and_lines(tree: Node) -> tuple[set[str], set[str]]:
         lines.update(s.where for s in n.sources)
         stack.extend(n.children)
     return rules, lines
+
+
+def render_short(tree: Node, words: dict[str, str], full_hint: str = "") -> str:
+    """The figure, its formula and the formula with its values, what it reads directly (with the
+    catalog lines of each), and the intake values the whole derivation rests on — a screenful.
+    `words` holds the few fixed phrases in the reader's language (engine.quote.messages: explain)."""
+    out = [f"{tree.label or tree.name} ({tree.name}) = {show(tree.value, tree.unit)}"
+           + (f"  [{tree.where}]" if tree.where else "")]
+    if tree.kind == "skipped":
+        out.append(f"   {words['not_applicable']}: `when: {tree.when}`")
+    elif tree.formula:
+        out.append(f"   = {tree.formula}")
+        values = {c.name: c for c in tree.children}
+        filled = NAME.sub(lambda m: _bare(values[m[0]].value) if m[0] in values else m[0], tree.formula)
+        if filled != tree.formula:
+            out.append(f"   = {filled}")
+    for s in tree.sources:
+        out.append(f"   {_source(s)}  [{s.where}]")
+    for index, child in enumerate(tree.children):
+        first = "└─ " if index == len(tree.children) - 1 else "├─ "
+        label = child.label or child.name
+        said = f" ({child.name})" if label != child.name else ""
+        place = child.where or (words["not_given"] if child.kind == "input" else "")
+        out.append(f"{first}{label}{said} = {show(child.value, child.unit)}" + (f"  [{place}]" if place else ""))
+        for s in child.sources:
+            out.append(f"{'   ' if first.startswith('└') else '│  '}   {_source(s)}  [{s.where}]")
+    rests = _intake_leaves(tree)
+    if rests:
+        out.append(words["rests_on"] + ":")
+        out += [f"   {n.label or n.name} = {show(n.value, n.unit)}" + (f" ({words['typed']} {n.typed!r})" if n.typed is not None else "")
+                + f"  [{n.where}]" for n in rests]
+    if full_hint:
+        out.append(full_hint)
+    return "\n".join(out)
+
+
+def count_steps(tree: Node) -> int:
+    """How many rules the whole derivation shows."""
+    return len(rules_and_lines(tree)[0])
+
+
+def _intake_leaves(tree: Node) -> list[Node]:
+    """The intake values anywhere below the tree (not the form's defaults), once each, in order met."""
+    out, seen, stack = [], set(), [tree]
+    while stack:
+        n = stack.pop(0)
+        if n.kind in ("input", "given") and n.where and "default" not in n.where and n.name not in seen:
+            seen.add(n.name)
+            out.append(n)
+        stack.extend(n.children)
+    return out
+
+
+def _bare(value: Any) -> str:
+    """A value inside a formula: the number without its unit, text in quotes."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    return show(value)
 
 
 def render(tree: Node) -> str:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
-import pandas as pd
 
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
 from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, model_copies,
                                  plan_outputs, rank_layouts)
 from engine.calc.targets import CRITERIA, misses, objective_score
 from engine.problems import Problem, SizingError
+
+if TYPE_CHECKING:
+    import pandas as pd   # imported where a table is made: a quote's scaling table does without
 
 OBJECTIVES = {"cost": "cost_total", "time": "job_hours", "gpus": "gpu_count"}
 MAX_COUNTS = 64             # GPU counts per sweep: each brings thousands of candidate layouts per GPU
@@ -57,14 +59,26 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
           progress: Callable[[Iterable, int], Iterable] | None = None) -> Sweep:
     """Each GPU × count × precision of `grid` (blank axes keep the intake's value), with the layout
     the planner would choose for it; precisions a GPU lacks are left out, not quoted at a fallback."""
+    import pandas as pd
+    rows, scenarios, left_out = planned_rows(intake, ruleset, grid, progress=progress)
+    table = _ranked(pd.DataFrame(rows), input_values(intake), objective)
+    return Sweep(table=table, scenarios=scenarios, objective=objective, left_out=left_out)
+
+
+def planned_rows(intake, ruleset, grid: dict[str, list], *, outputs: Iterable[str] = (),
+                 progress: Callable[[Iterable, int], Iterable] | None = None
+                 ) -> tuple[list[dict], int, list[tuple[str, str]]]:
+    """(rows, layouts evaluated, (GPU, precision) pairs left out): one row per GPU × count ×
+    precision with the planner's layout and its figures (`outputs` adds result keys to FIGURES).
+    The sweep ranks these rows; the quote's scaling table shows them — one path for both."""
     values = input_values(intake)
     workload = values.get("workload")
     gpus = [ruleset.catalogs.resolve_gpu(g) or g for g in (grid.get("gpu") or [values.get("gpu")])]
     counts = [int(c) for c in (grid.get("gpu_count") or [values.get("gpu_count")])]
     precisions = list(grid.get("precision") or [values.get("precision")])
     given = given_layout(values, workload)
-    outputs = tuple(dict.fromkeys(plan_outputs(workload) + FIGURES))
-    outputs = tuple(o for o in outputs if o in ruleset.rules)
+    wanted = tuple(dict.fromkeys(plan_outputs(workload) + FIGURES + tuple(outputs)))
+    wanted = tuple(o for o in wanted if o in ruleset.rules)
     has_precision = ruleset.functions["has_precision"].fn
     tasks = [(g, p) for g in gpus for p in precisions]
     rows, scenarios, left_out, candidates = [], 0, [], {}
@@ -76,7 +90,7 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
         if gpu not in candidates:
             candidates[gpu] = _candidates(base, ruleset, counts, given, workload)
         columns, blocks = candidates[gpu]
-        frame = evaluate_columns(base, ruleset, columns, len(columns["gpu_count"]), only=outputs)
+        frame = evaluate_columns(base, ruleset, columns, len(columns["gpu_count"]), only=wanted)
         scenarios += len(columns["gpu_count"])
         for count, start, stop in blocks:
             part = {k: v[start:stop] for k, v in frame.items()}
@@ -85,11 +99,10 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
             best = order[0]
             layout = chosen_layout(part, layouts, best, workload, given)
             rows.append({"gpu": gpu, "gpu_count": count, "precision": precision,
-                         **{k: _plain(part[k][best]) for k in outputs if k in part},
+                         **{k: _plain(part[k][best]) for k in wanted if k in part},
                          "layout_values": layout, "layout": describe_layout(layout),
                          "divides": model_copies(layout, count) > 0})
-    table = _ranked(pd.DataFrame(rows), values, objective)
-    return Sweep(table=table, scenarios=scenarios, objective=objective, left_out=left_out)
+    return rows, scenarios, left_out
 
 
 def _candidates(base: dict, ruleset, counts: list[int], given: dict, workload: str):
@@ -110,6 +123,7 @@ def _candidates(base: dict, ruleset, counts: list[int], given: dict, workload: s
 
 def _ranked(table: pd.DataFrame, values: dict, objective: str) -> pd.DataFrame:
     """Qualifying configurations best first by the objective; then the rest, nearest miss first."""
+    import pandas as pd
     if table.empty:
         return table.assign(qualifies=pd.Series(dtype=bool), misses=pd.Series(dtype=str),
                             shortfall=pd.Series(dtype=float))

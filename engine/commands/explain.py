@@ -1,4 +1,4 @@
-"""`sizing explain INPUT RESULT_KEY`: how one figure of a quote was derived, down to intake cells and catalog lines."""
+"""`sizing explain INPUT FIGURE`: how one figure of a quote was derived, down to intake cells and catalog lines."""
 
 from __future__ import annotations
 
@@ -6,44 +6,93 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = "show how one result was derived (rules, intake cells, catalog lines)"
+HELP = "show how one figure was derived: its formula with values, the inputs and catalog lines it rests on"
 EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time_hours",
-             "each rule behind the training time, with the values that flowed in"),
+             "the training time: its formula, the values in it, what it reads and the intake cells below"),
+            ('sizing explain samples/llama-8b-pretraining-256xh100.zh-CN.yaml "总成本"',
+             "a figure by its label, in any of the three languages"),
+            ("sizing explain intake.yaml cost_total --full", "every rule below the total cost, as a tree"),
             ("sizing explain intake.yaml cost_total --rules /srv/sizing", "the same against a deployment's own rules"))
-EXIT = "0 explained; 1 the rule files are broken; 2 an invalid intake or an unknown result name."
+EXIT = "0 explained; 1 the rule files are broken; 2 an invalid intake or a figure no rule or input has."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", type=Path, help="the intake: .xlsx, .yaml or .json")
-    parser.add_argument("key", help="the result to explain, e.g. training_time_days or cost_total")
+    parser.add_argument("figure", help="the figure to explain: its key (cost_total) or its label in English, "
+                                       "繁體中文 or 简体中文 (\"Total cost\", 總成本, 总成本)")
+    parser.add_argument("--full", action="store_true",
+                        help="print the whole derivation as a tree, every rule down to the intake and catalogs "
+                             "(without it: a short derivation of a screenful)")
     parser.add_argument("--rules", type=Path, default=None, metavar="DIR",
                         help="folder holding rules/ and catalogs/ (default: the ones in use)")
 
 
 def run(args) -> int:
-    from engine.calc.evaluate import evaluate
-    from engine.calc.explain import explain, render
-    from engine.calc.schema import did_you_mean
+    from engine.calc.explain import closest_figures, count_steps, explain, figure_key, render, render_short
+    from engine.calc.planner import planned
     from engine.commands.rules import load_or_report
     from engine.job import read_checked
     from engine.problems import SizingError
+    from engine.quote.messages import messages
     ruleset = load_or_report(args.rules)
     if ruleset is None:
         return 1
-    if args.key not in ruleset.rules and args.key not in ruleset.input_types:
-        print(f"{args.key}: no rule or input has this name{did_you_mean(args.key, ruleset.rules)}",
-              file=sys.stderr)
+    labels = _input_labels(ruleset)
+    key = figure_key(args.figure, ruleset, labels)
+    if key is None:
+        near = closest_figures(args.figure, ruleset, labels, n=1)
+        hint = "".join(f". Did you mean `{k}` ({_english(ruleset, k, labels)})?" for k, _ in near) or "."
+        print(f"{args.figure}: no figure or input has this name{hint}", file=sys.stderr)
         return 2
     try:
         intake = read_checked(args.input, ruleset)
-        results = evaluate(intake, ruleset)
+        # the quote's own path: the planner's layout for the blanks, then the rules (engine.job.quote_results)
+        results, _ = planned(intake, ruleset)
     except SizingError as e:
         for p in e.problems:
             print(p, file=sys.stderr)
         return 2
     typed = {**intake.values, **intake.raw}
-    print(render(explain(args.key, results, ruleset, _places(intake), typed, intake.language)))
+    named = messages(intake.language)
+    tree = explain(key, results, ruleset, _places(intake), typed, intake.language,
+                   {k: _label(named, k) for k in ruleset.input_types})
+    if args.full:
+        print(render(tree))
+        return 0
+    words = messages(intake.language).table["explain"]
+    hint = words["full"].format(steps=count_steps(tree), command=f"sizing explain {args.input} {key} --full")
+    print(render_short(tree, words, hint))
     return 0
+
+
+def _english(ruleset, key: str, labels: dict[str, str]) -> str:
+    """A figure's English label, to say which one a suggestion means."""
+    rule = ruleset.rules.get(key)
+    if rule is not None:
+        return rule.label.get("en") or key
+    from engine.quote.messages import messages
+    return _label(messages("en"), key) or key
+
+
+def _input_labels(ruleset) -> dict[str, str]:
+    """Each intake field's label in every language → its key."""
+    from engine.paths import LANGUAGES
+    from engine.quote.messages import messages
+    out = {}
+    for lang in LANGUAGES:
+        m = messages(lang)
+        for key in ruleset.input_types:
+            if label := _label(m, key):
+                out.setdefault(label, key)
+    return out
+
+
+def _label(m, key: str) -> str:
+    """An intake field's name in the catalogue's language; "" for a field the form does not name."""
+    try:
+        return m.input_label(key) or ""
+    except (KeyError, LookupError, AttributeError):
+        return ""
 
 
 def _places(intake) -> dict[str, str]:

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from engine.calc.rulecache import cache_dir
 from engine.quote import charts
-from engine.quote.messages import finite, template_dirs
+from engine.quote.messages import HOURS_IN, finite, template_dirs
 
 if TYPE_CHECKING:
     from engine.quote.view import Quote
@@ -101,14 +101,20 @@ def quote_charts(quote: Quote) -> dict[str, Markup]:
 def scaling_table(quote: Quote) -> dict:
     """Header and formatted rows of the scaling table, and which row is the quoted count."""
     if not quote.scaling:
-        return {"head": [], "rows": [], "chosen": -1}
+        return {"head": [], "rows": [], "chosen": -1, "caption": ""}
     m, counts = quote.m, quote.scaling[0].values
-    head = [m.heading(c.label, c.unit) for c in quote.scaling]
-    # units sit in the header; cells carry bare numbers (percent for efficiency)
-    rows = [[m.value(c.values[i], c.unit if c.unit == "fraction" else "") for c in quote.scaling]
+    # units sit in the header; cells carry bare numbers (percent for efficiency), except times,
+    # which each read in the unit their size calls for (45 minutes, 3.2 hours, 12 days)
+    head = [c.label if _timed(c) else m.heading(c.label, c.unit) for c in quote.scaling]
+    rows = [[m.value(*m.duration(c.values[i], c.unit)) if _timed(c)
+             else m.value(c.values[i], c.unit if c.unit == "fraction" else "") for c in quote.scaling]
             for i in range(len(counts))]
     chosen = counts.index(quote.gpu_count) if quote.gpu_count in counts else -1
-    return {"head": head, "rows": rows, "chosen": chosen}
+    return {"head": head, "rows": rows, "chosen": chosen, "caption": quote.scaling_note}
+
+
+def _timed(column) -> bool:
+    return column.unit in HOURS_IN
 
 
 def _namespace(node):

@@ -16,6 +16,11 @@ from engine.paths import LANGUAGES, TEMPLATES_DIR
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 PERCENT_UNITS = {"fraction", "ratio"}     # stored as 0.4, shown as 40%
 SCIENTIFIC_FROM = 1e10                     # FLOP counts and token totals read better as powers
+HOURS_IN = {"s": 1 / 3600, "seconds": 1 / 3600, "minutes": 1 / 60, "h": 1, "hours": 1, "day": 24, "days": 24}
+# GPU vendors count memory in binary gigabytes (an "80 GB" H100 holds 80 × 2³⁰ bytes); the rules
+# count 10⁹ bytes. Quotes show GB as the GPU's name counts it, every memory figure alike.
+BINARY_GB = 2 ** 30 / 1e9
+BILLION = 1e9
 
 
 def template_dirs() -> list[Path]:
@@ -107,6 +112,33 @@ class Messages:
         if not unit:
             return text
         return f"{text} {self.unit(unit, text)}"     # "1 GPU", "2 GPUs": by the number as written
+
+    def duration(self, value: Any, unit: str) -> tuple[Any, str]:
+        """A time in the unit its size reads best in: seconds, minutes, hours, then days from 24 hours
+        (the headline's rule): 0.0208 days → 30 minutes. Other units pass through."""
+        if not finite(value) or unit not in HOURS_IN:
+            return value, unit
+        hours = value * HOURS_IN[unit]
+        if abs(hours) >= 24:
+            return hours / 24, "days"
+        if abs(hours) >= 1:
+            return hours, "hours"
+        if abs(hours) * 60 >= 1 or hours == 0:
+            return hours * 60, "minutes"
+        return hours * 3600, "s"
+
+    def shown(self, value: Any, unit: str) -> tuple[Any, str]:
+        """A result as a reader gets it: times by magnitude, memory in the GPU's own GB,
+        parameter counts (and token counts from a billion) in billions."""
+        if not finite(value):
+            return value, unit
+        if unit == "GB":
+            return value / BINARY_GB, unit
+        if unit == "parameters":
+            return value / BILLION, "billion parameters"
+        if unit == "tokens" and abs(value) >= BILLION:      # as the intake asks for them: in billions
+            return value / BILLION, "billion tokens"
+        return self.duration(value, unit)
 
     def heading(self, label: str, unit: str) -> str:
         """A column heading with its unit, unless the label already says it: "Cost (USD)"."""

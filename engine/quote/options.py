@@ -89,7 +89,7 @@ def _row(m: Messages, option, requested, currency: str, training: bool, deadline
                       precision=m.input_value("precision", option.precision))
     shown = [(cost_label or m("alternatives.cost"), m.value(f.get("cost_total"), currency))]
     if training:
-        shown.insert(0, (m("alternatives.time"), m.value(f.get("training_time_days"), "days")))
+        shown.insert(0, (m("alternatives.time"), m.value(*m.duration(f.get("training_time_days"), "days"))))
     else:
         shown.insert(0, (m("alternatives.throughput"), m.value(f.get("output_tokens_per_s"), "tokens/s")))
     words = []
@@ -118,8 +118,9 @@ def _against(m: Messages, mine: dict, theirs: dict, training: bool) -> list[str]
     if finite(cost) and finite(base) and base > 0:
         change = cost / base - 1
         if abs(change) >= 0.01:
+            # dearer reads as a multiple ("2.5× the cost"), never "1500% dearer"
             out.append(m("alternatives.cheaper" if change < 0 else "alternatives.dearer",
-                         pct=f"{abs(change):.0%}"))
+                         pct=f"{abs(change):.0%}", times=m.number(cost / base)))
     key, faster_when_lower = ("job_hours", True) if training else ("output_tokens_per_s", False)
     speed, base = mine.get(key), theirs.get(key)
     if finite(speed) and finite(base) and base > 0 and speed > 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -61,6 +62,8 @@ FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency"}
 MONEY = {"cost_total", "cost_per_million_tokens", "gpu_hour_price", "price_per_gpu_hour"}
 NAMED_BY = {"model": "model_name", "gpu": "gpu_name"}   # catalog ids give way to their names
 MAX_SCALING_GPUS = 65536
+GITHUB_THREAD = re.compile(r"(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+)\s+(?:issue|pull request|PR|discussion)\b",
+                           re.IGNORECASE)
 VERDICT_WORDS = {"memory": "memory_capacity", "capacity": "memory_capacity",
                  "bandwidth": "memory_bandwidth"}
 
@@ -118,6 +121,7 @@ class Quote:
     layout_note: str = ""
     alternatives: list = field(default_factory=list)    # options.Alternative, the request among them
     scaling: list[Column] = field(default_factory=list)
+    scaling_note: str = ""      # the scaling table's caption: the counts it shows, each on its planned layout
     checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
 
     @property
@@ -146,14 +150,15 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     def result(key: str) -> Figure:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else None
-        unit = _unit(key, step.unit if step else "", values, inputs)
-        value = values[key]
+        value, unit = m.shown(values[key], _unit(key, step.unit if step else "", values, inputs))
+        scale = value / values[key] if finite(value) and values[key] else 1   # the band moves alike
         text = _word(m, key, value) if isinstance(value, str) else m.value(value, unit)
         low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
         band = ""
         if finite(low) and finite(high):     # the uncertainty band (rules/uncertainty.yaml)
-            band = m("likely_range", low=m.number(low), high=m.number(high))
-            text = m("likely", value=text, low=m.number(low), high=m.number(high))
+            low, high = m.number(low * scale), m.number(high * scale)
+            band = m("likely_range", low=low, high=high)
+            text = m("likely", value=text, low=low, high=high)
         if key == "cost_total" and cost_label:
             label = cost_label
         return Figure(key, label or key, value, unit, text, band)
@@ -169,7 +174,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
                       f"{m.number(count)} × {gpu}")
     sections = [Section(key, m(f"sections.{key}"),
                         [given(k) for k in ins if k in entered and NAMED_BY.get(k) not in values]
-                        + [result(k) for k in outs if k in values])
+                        + [result(k) for k in outs if k in values and k != _slower_time_unit(values)])
                 for key, ins, outs in SECTIONS]
     return Quote(
         m=m, customer=str(inputs.get("customer", "")), project=str(inputs.get("project", "")),
@@ -184,6 +189,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         memory=[result(k) for k in MEMORY_PARTS if k in values],
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
+        scaling_note=_scaling_note(m, grid),
         checked=_checked(m, values), results=results, intake=intake,
         layout=layout_lines(m, results.plan, results.inputs.get("gpu_count")), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
@@ -251,7 +257,11 @@ def source_names(runs: list[dict]) -> list[str]:
 
 
 def _source_name(title: str) -> str:
-    """A run's source by its name: "Meta Llama 2 model card (…, Table 2)" → "Meta Llama 2 model card"."""
+    """A run's source by its name: "Meta Llama 2 model card (…, Table 2)" → "Meta Llama 2 model card";
+    a GitHub issue or pull request by the project it was published in ("vllm (GitHub)"), not its title."""
+    thread = GITHUB_THREAD.match(title.strip())
+    if thread:
+        return f"{thread['repo']} (GitHub)"
     name, depth = title, 0
     for i, ch in enumerate(title):   # what follows a "; " outside brackets is a second citation
         depth += (ch == "(") - (ch == ")")
@@ -332,7 +342,7 @@ def _verdicts(m: Messages, v: dict) -> list[str]:
         out.append(m.get(f"verdict.{_slug(v['bottleneck'])}")
                    or m("verdict.other", value=v["bottleneck"]))
     if v.get("fits_in_memory") is False and finite(v.get("memory_per_gpu_gb")):
-        need, have = m.number(v["memory_per_gpu_gb"]), m.number(v.get("gpu_memory_gb"))
+        need, have = (m.number(m.shown(v.get(k), "GB")[0]) for k in ("memory_per_gpu_gb", "gpu_memory_gb"))
         if finite(v.get("min_gpus_for_memory")):
             out.append(m("verdict.not_fit_min", need=need, have=have,
                          min=m.number(v["min_gpus_for_memory"]),
@@ -344,63 +354,102 @@ def _verdicts(m: Messages, v: dict) -> list[str]:
     return out
 
 
-def gpu_counts(chosen: int, step: int = 1) -> list[int]:
-    """1, 2, 4, 8 … up to twice the quoted count (and the quoted count itself), multiples of `step`."""
+def gpu_counts(chosen: int) -> list[int]:
+    """1, 2, 4, 8 … up to twice the quoted count, and the quoted count itself."""
     top, counts, n = min(max(8, 2 * chosen), MAX_SCALING_GPUS), {chosen}, 1
     while n <= top:
         counts.add(n)
         n *= 2
-    return sorted(c for c in counts if c % max(step, 1) == 0)
+    return sorted(counts)
 
 
 def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None = None):
-    """The same intake (and layout) at 1, 2, 4, 8 … GPUs as result columns, or None where it cannot be had."""
-    from engine.calc.evaluate import evaluate_grid
-    inputs = {**(intake.values if intake else {}), **results.inputs, **(layout or {})}
-    chosen, tp, pp = (inputs.get(k) or 1 for k in ("gpu_count", "tensor_parallel",
-                                                    "pipeline_parallel"))
+    """The same intake at 1, 2, 4, 8 … GPUs, each count on the layout the planner chooses for it —
+    the rows `sizing sweep` gives for this GPU and precision (engine.calc.sweep.planned_rows) — as
+    {key: one value per count}; the quoted count's row is the quote itself. None where it cannot be had."""
+    from engine.calc.sweep import planned_rows
+    values = {**(intake.values if intake else {}), **results.inputs}
+    chosen = values.get("gpu_count") or 1
     measured = ("training_time_hours", "training_time_days", "output_tokens_per_s")
-    if not all(finite(n) and n >= 1 for n in (chosen, tp, pp)) \
-            or not any(k in results.values for k in measured):
+    if intake is None or not (finite(chosen) and chosen >= 1) or not any(k in results.values for k in measured):
         return None       # nothing that more GPUs would change
     try:
-        return evaluate_grid(inputs, ruleset,
-                             {"gpu_count": gpu_counts(int(chosen), int(tp) * int(pp))})
+        rows, _, _ = planned_rows(intake, ruleset, {"gpu": [values.get("gpu")], "gpu_count": gpu_counts(int(chosen)),
+                                                    "precision": [values.get("precision")]},
+                                  outputs=SCALING_KEYS + ("scaling_efficiency",))
     except Exception:  # noqa: BLE001 — the quote stands without its scaling table; say so in the log
-        log.exception("scaling table for %s could not be computed", intake.origin if intake else "an intake")
+        log.exception("scaling table for %s could not be computed", intake.origin)
         return None
+    rows = sorted(rows, key=lambda r: r["gpu_count"])
+    if not rows:
+        return None
+    for row in rows:
+        if row["gpu_count"] == int(chosen):      # the quote's own figures and layout, not a second evaluation
+            row.update({k: results.values[k] for k in row if k in results.values})
+            if layout:
+                row["layout_values"] = dict(layout)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def _scaling_note(m: Messages, grid) -> str:
+    """The caption names the counts the table shows."""
+    if grid is None or "gpu_count" not in grid or not len(grid["gpu_count"]):
+        return ""
+    counts = [m.number(int(n)) for n in grid["gpu_count"]]
+    shown = counts if len(counts) <= 4 else [*counts[:3], "…", counts[-1]]
+    return m("scaling.note", counts=m("scaling.joiner").join(shown))
 
 
 def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
                      cost_label: str = "") -> list[Column]:
-    """The scaling table: GPUs, then time or throughput, speedup, efficiency, cost, fit."""
+    """The scaling table: GPUs, the layout at that count, time or throughput, speedup, the scaling
+    efficiency the estimate used (the same figure the quote shows for its own count), cost, fit."""
     if grid is None or "gpu_count" not in grid or not len(grid["gpu_count"]):
         return []
     counts = [int(n) for n in grid["gpu_count"]]
     # only what applies to this workload (the grid has a column for every rule)
     keys = [k for k in SCALING_KEYS if k in grid and k in values and k != _slower_time_unit(values)]
     columns = [Column("gpu_count", m("columns.gpus"), "", counts)]
+    if "layout_values" in grid:
+        columns.append(Column("layout", m("columns.layout"), "",
+                              [_layout_text(m, layout) if isinstance(layout, dict) else ""
+                               for layout in grid["layout_values"]]))
     for key in keys:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else key
         if key == "cost_total" and cost_label:
             label = cost_label
-        cells = [plain(v) for v in grid[key].tolist()]
+        cells = [plain(v) for v in list(grid[key])]
         columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
                               cells))
         if key in ("training_time_days", "training_time_hours", "output_tokens_per_s"):
             columns += _speedup(m, key, counts, cells)
+            if "scaling_efficiency" in grid and "scaling_efficiency" in values:
+                step = steps.get("scaling_efficiency")
+                columns.append(Column("scaling_efficiency",
+                                      (step.label.get(m.lang) or step.label.get("en")) if step
+                                      else m.input_label("scaling_efficiency"), "fraction",
+                                      [plain(v) for v in list(grid["scaling_efficiency"])]))
     return columns
+
+
+def _layout_text(m: Messages, layout: dict) -> str:
+    """A layout in a few words: the degrees above 1 and the choices made ("Tensor parallel 2, ZeRO stage 1")."""
+    from engine.quote.options import LAYOUT_ORDER
+    parts = []
+    for key in LAYOUT_ORDER:
+        value = layout.get(key)
+        if value is None or value is False or (value == 1 and key not in ("zero_stage", "micro_batch_size")):
+            continue
+        parts.append(m.input_label(key) if value is True else f"{m.input_label(key)} {m.number(value)}")
+    return m("scaling.joiner").join(parts)
 
 
 def _speedup(m: Messages, key: str, counts: list[int], values: list) -> list[Column]:
     base = values[0]
     if not all(finite(x) and x > 0 for x in values):
         return []
-    # relative to the smallest configuration, taken as perfectly efficient
+    # relative to the smallest configuration
     ratio = [(base / x if "time" in key else x / base) * counts[0] for x in values]
-    return [Column("speedup", m("columns.speedup"), "", ratio),
-            Column("efficiency", m("columns.efficiency"), "fraction",
-                   [r / n for r, n in zip(ratio, counts)])]
-
-
+    return [Column("speedup", m("columns.speedup"), "", ratio)]

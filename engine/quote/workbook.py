@@ -1,13 +1,13 @@
-"""The results workbook: Summary, Memory, Scaling and Audit sheets beside the intake as it was filled."""
+"""The quote workbooks: the customer's (Summary, Memory, Scaling, Alternatives) and the salesperson's audit trail."""
 
 from __future__ import annotations
 
 import io
 import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import openpyxl
+from openpyxl.cell import WriteOnlyCell
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.chart.data_source import AxDataSource, StrRef
@@ -18,7 +18,6 @@ from openpyxl.worksheet.worksheet import Worksheet
 from engine.calc.results import plain
 
 if TYPE_CHECKING:
-    from engine.intake.model import Intake
     from engine.quote.messages import Messages
     from engine.quote.view import Figure, Quote
 
@@ -33,41 +32,43 @@ MAX_CELL_TEXT = 32767                                 # Excel's limit per cell
 
 
 def workbook_bytes(quote: Quote) -> bytes:
-    """The whole results workbook, saved to memory (render writes it atomically)."""
-    wb, intake_sheets = _start(quote.intake)
-    if not intake_sheets:      # written first so the Audit can link to its rows; it stays the last tab
-        inputs_at = _intake(wb.create_sheet(_unique(wb, quote.m("sheets.intake"))), quote)
-    else:
-        inputs_at = {key: _location(*where.split("!", 1)) for key, where in quote.intake.sources.items()
-                     if "!" in where}
-    audit_title = _unique(wb, quote.m("sheets.audit"))
-    sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
-              ("alternatives", _alternatives), ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
-    for index, (name, build) in enumerate(sheets):
-        title = audit_title if name == "audit" else _unique(wb, quote.m(f"sheets.{name}"))
-        build(wb.create_sheet(title, index), quote)
-    for ws in wb.worksheets:
-        ws.sheet_view.tabSelected = False     # else Excel opens with the intake tab grouped in
+    """The customer's workbook (Summary, Memory, Scaling, Alternatives), saved to memory.
+
+    Nothing of the trail is in it — rule ids, formulas, file:line, the intake's own sheets and
+    instructions go to the salesperson's audit workbook (audit_bytes)."""
+    wb = openpyxl.Workbook()
+    wb.remove(wb.active)
+    for name, build in (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
+                        ("alternatives", _alternatives)):
+        build(wb.create_sheet(_unique(wb, quote.m(f"sheets.{name}"))), quote)
     wb.active = 0
     wb.active.sheet_view.tabSelected = True
+    return _saved(wb)
+
+
+def audit_bytes(quote: Quote) -> bytes:
+    """The salesperson's trail: every rule evaluated (Audit), the intake as received, and which
+    rule set and file the quote came from. Written in openpyxl's write-only mode: it streams
+    rows instead of keeping a cell object per value, a fraction of the time of a normal sheet."""
+    m = quote.m
+    wb = openpyxl.Workbook(write_only=True)
+    audit, intake = m("sheets.audit"), m("sheets.intake")
+    rows = _intake_rows(quote)
+    inputs_at = {key: _location(intake, f"D{row}") for row, (key, *_) in enumerate(rows, 2)}
+    _audit(wb.create_sheet(audit), quote, inputs_at)
+    _intake(wb.create_sheet(intake), quote, rows)
+    _about(wb.create_sheet(_free(m("sheets.about"), {audit, intake})), quote)
+    return _saved(wb)
+
+
+def _saved(wb: openpyxl.Workbook) -> bytes:
     buffer = io.BytesIO()
     wb.save(buffer)
     return buffer.getvalue()
 
 
-def _start(intake: Intake | None) -> tuple[openpyxl.Workbook, bool]:
-    """The salesperson's own workbook when the intake is one, else an empty workbook."""
-    if intake is not None and intake.kind == "xlsx" and intake.origin and intake.origin.is_file():
-        wb, intake.book = intake.book, None   # the reader's open copy saves a second parse; use it once
-        if wb is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # extensions openpyxl cannot keep; the reader said so
-                wb = openpyxl.load_workbook(intake.origin, keep_links=False)
-        wb.template = False                   # saved as .xlsx whatever it was read from
-        return wb, True
-    wb = openpyxl.Workbook()
-    wb.remove(wb.active)
-    return wb, False
+def _free(name: str, taken: set[str]) -> str:
+    return name if name not in taken else f"{name} (2)"
 
 
 def _unique(wb: openpyxl.Workbook, name: str) -> str:
@@ -82,7 +83,7 @@ def put(ws: Worksheet, row: int, col: int, value: Any, number_format: str | None
     value = plain(value)
     cell = ws.cell(row=row, column=col)
     if isinstance(value, str):
-        value = ILLEGAL_CHARACTERS_RE.sub("", value)[:MAX_CELL_TEXT]
+        value = _text(value)
         cell.value = value
         cell.data_type = "s"
         if value.startswith(FORMULA_STARTS):
@@ -92,6 +93,10 @@ def put(ws: Worksheet, row: int, col: int, value: Any, number_format: str | None
         if number_format and isinstance(value, (int, float)) and not isinstance(value, bool):
             cell.number_format = number_format
     return cell
+
+
+def _text(value: str) -> str:
+    return ILLEGAL_CHARACTERS_RE.sub("", value)[:MAX_CELL_TEXT]
 
 
 def number_format(value: Any, unit: str = "") -> str:
@@ -152,7 +157,7 @@ def _line(ws: Worksheet, row: int, text: str, last_col: int = 3, **style) -> int
 
 def _print_setup(ws: Worksheet, landscape: bool = False, title_rows: str | None = None) -> None:
     ws.page_setup.orientation = "landscape" if landscape else "portrait"
-    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.page_setup.paperSize = Worksheet.PAPERSIZE_A4
     ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
     ws.sheet_properties.pageSetUpPr.fitToPage = True
     ws.oddFooter.center.text = "&P / &N"
@@ -182,7 +187,7 @@ def _summary(ws: Worksheet, q: Quote) -> None:
     put(ws, 1, 1, m("title")).font = Font(bold=True, size=16, color="0B5CAD")
     row = 2
     for label, value in ((m("meta.customer"), q.customer), (m("meta.project"), q.project),
-                         (m("meta.date"), q.date), (m("meta.ruleset"), q.ruleset)):
+                         (m("meta.date"), q.date)):
         if value:
             put(ws, row, 1, label).font = Font(color="5B6B7C")
             put(ws, row, 2, value).font = BOLD
@@ -289,7 +294,7 @@ def _scaling(ws: Worksheet, q: Quote) -> None:
     last = len(counts) + 1
     if q.gpu_count in counts:
         _highlight(ws, counts.index(q.gpu_count) + 2, len(columns))
-    _line(ws, last + 2, m("scaling.note"), last_col=len(columns))
+    _line(ws, last + 2, q.scaling_note, last_col=len(columns))
     if speedup is not None:
         chart = LineChart()
         chart.title, chart.style = m("scaling.chart_title"), 12
@@ -301,7 +306,7 @@ def _scaling(ws: Worksheet, q: Quote) -> None:
         _show_axes(chart)
         ws.add_chart(chart, f"A{last + 4}")
     ws.freeze_panes = "B2"
-    _widths(ws, [10] + [16] * (len(columns) - 1))
+    _widths(ws, [10] + [34 if key == "layout" else 16 for key, *_ in columns[1:]])
     _print_setup(ws, landscape=True, title_rows="1:1")
 
 
@@ -315,62 +320,106 @@ def _location(sheet: str, cell: str) -> str:
     return "'" + sheet.replace("'", "''") + "'!" + cell
 
 
-def _audit(ws: Worksheet, q: Quote, inputs_at: dict[str, str]) -> None:
-    """Every rule evaluated; each input it read links to the row (or intake cell) it came from."""
-    m = q.m
-    _header(ws, 1, [m(f"columns.{k}") for k in ("group", "rule", "label", "value", "unit", "formula",
-                                                 "inputs", "where", "why", "sources", "links")])
-    wide = 44
-    rows = {step.name: row for row, step in enumerate(q.results.trace, 2)}
+def _audit(ws, q: Quote, inputs_at: dict[str, str]) -> None:
+    """Every rule evaluated; each input it read links to the row (or intake value) it came from.
+    `ws` is a write-only sheet: settings first, then rows in order."""
+    m, wide = q.m, 28
+    trace = q.results.trace
+    titles = [m(f"columns.{k}") for k in ("group", "rule", "label", "value", "unit", "formula",
+                                          "inputs", "where", "why", "sources", "links")]
+    rows = {step.name: row for row, step in enumerate(trace, 2)}
     targets = {**inputs_at, **{name: _location(ws.title, f"D{row}") for name, row in rows.items()}}
-    last_col = 11
-    for row, step in enumerate(q.results.trace, 2):
-        sources = "; ".join(f"{s.where}: {s.what} = {_exact(s.value)}" for s in step.sources)
-        if sources:
-            cell = put(ws, row, 10, sources)
-            if len(sources) > wide:
-                cell.alignment = WRAP
-        col = 11
-        for name in step.inputs:
-            if name in targets:
-                cell = put(ws, row, col, name)
-                cell.hyperlink = Hyperlink(ref=cell.coordinate, location=targets[name])
-                cell.style = "Hyperlink"      # Excel's own link style: cheaper than a font per cell
-                col += 1
-        last_col = max(last_col, col - 1)
-        put(ws, row, 1, step.group)
-        put(ws, row, 2, step.name)
-        put(ws, row, 3, step.label.get(q.lang) or step.label.get("en") or step.name)
-        put(ws, row, 4, _cell_value(m, step.value), number_format(step.value, step.unit))
-        put(ws, row, 5, step.unit)
-        put(ws, row, 8, step.where)
-        inputs = "; ".join(f"{k} = {_exact(v)}" for k, v in step.inputs.items())
-        for col, text in ((6, step.formula), (7, inputs), (9, step.why)):
-            cell = put(ws, row, col, text)
-            if len(text) > wide:      # styling costs time per cell: wrap only what overflows
-                cell.alignment = WRAP
+    links = [[name for name in step.inputs if name in targets] for step in trace]
+    last_col = max([10 + len(names) for names in links] + [11])
     ws.freeze_panes = "D2"
-    ws.auto_filter.ref = f"A1:K{max(len(q.results.trace) + 1, 2)}"
-    _widths(ws, [12, 26, 30, 16, 10, wide, wide, 24, wide, wide] + [22] * (last_col - 10))
+    ws.auto_filter.ref = f"A1:K{max(len(trace) + 1, 2)}"
+    # what a reader prints: the ten columns of the derivation, wrapped; the link columns after
+    # them are for clicking, not paper (all 26 at once made one unreadable page)
+    # 200 units in all: A4 landscape prints them at ≈ 63% (tests/test_render_workbook.py says why)
+    _widths(ws, [10, 20, 22, 12, 8, wide, wide, 18, 26, wide] + [20] * (last_col - 10))
     _print_setup(ws, landscape=True, title_rows="1:1")
+    ws.print_area = f"A1:J{len(trace) + 1}"
+    ws.append([_styled(ws, title, font=HEADER_FONT, fill=HEADER_FILL, alignment=WRAP) for title in titles])
+    for step, names in zip(trace, links):
+        inputs = "; ".join(f"{k} = {_exact(v)}" for k, v in step.inputs.items())
+        sources = "; ".join(f"{s.where}: {s.what} = {_exact(s.value)}" for s in step.sources)
+        row = [step.group, step.name, step.label.get(q.lang) or step.label.get("en") or step.name,
+               _styled(ws, _cell_value(m, step.value), number_format(step.value, step.unit)),
+               step.unit, _wrapped(ws, step.formula, wide), _wrapped(ws, inputs, wide), step.where,
+               _wrapped(ws, step.why, wide), _wrapped(ws, sources, wide)]
+        row += [_styled(ws, name, link=targets[name]) for name in names]
+        ws.append([_styled(ws, v) if not hasattr(v, "coordinate") else v for v in row])
 
 
-def _intake(ws: Worksheet, q: Quote) -> dict[str, str]:
-    """For YAML/JSON intakes: the inputs as written, with where each came from; {key: its cell}."""
+def _intake_rows(q: Quote) -> list[tuple[str, str, Any, Any, str]]:
+    """(key, label, as typed, value used, where it was entered) for each intake value."""
     m, intake = q.m, q.intake
-    _header(ws, 1, [m("columns.key"), m("columns.label"), m("columns.value"), m("columns.source")])
-    at = {}
-    for row, (key, value) in enumerate((intake.values if intake else {}).items(), 2):
-        put(ws, row, 1, key)
-        put(ws, row, 2, m.input_label(key))
-        put(ws, row, 3, value if isinstance(value, (int, float, str)) else str(value))
+    if intake is None:
+        return []
+    out = []
+    for key, value in intake.values.items():
         where = intake.where(key)
-        put(ws, row, 4, m("assumed_source") if where == "default" else where)
-        at[key] = _location(ws.title, f"C{row}")
+        typed = intake.raw.get(key, value)
+        out.append((key, m.input_label(key), _as_cell(typed), _as_cell(value),
+                    m("assumed_source") if where == "default" else where))
+    return out
+
+
+def _intake(ws, q: Quote, rows: list[tuple]) -> None:
+    """The intake as received: each value as typed, as used, and the cell or line it came from."""
+    m = q.m
     ws.freeze_panes = "A2"
-    _widths(ws, [24, 34, 30, 22])
-    _print_setup(ws, title_rows="1:1")
-    return at
+    _widths(ws, [24, 34, 30, 30, 22])
+    _print_setup(ws, landscape=True, title_rows="1:1")
+    ws.append([_styled(ws, m(f"columns.{k}"), font=HEADER_FONT, fill=HEADER_FILL, alignment=WRAP)
+               for k in ("key", "label", "typed", "used", "source")])
+    for row in rows:
+        ws.append([_styled(ws, v) for v in row])
+
+
+def _about(ws, q: Quote) -> None:
+    """Which quote this trail belongs to: customer, date, the rule set and the intake file."""
+    m = q.m
+    origin = q.intake.origin.name if q.intake is not None and q.intake.origin else ""
+    _widths(ws, [24, 60])
+    _print_setup(ws)
+    for label, value in ((m("meta.customer"), q.customer), (m("meta.project"), q.project),
+                         (m("meta.date"), q.date), (m("meta.ruleset"), q.ruleset),
+                         (m("meta.intake_file"), origin)):
+        if value:
+            ws.append([_styled(ws, label, font=BOLD), _styled(ws, value)])
+
+
+def _styled(ws, value: Any, number_format: str | None = None, *, font=None, fill=None,
+            alignment=None, link: str | None = None) -> WriteOnlyCell:
+    """One write-only cell, text kept as text as `put` keeps it."""
+    value = plain(value)
+    cell = WriteOnlyCell(ws, _text(value) if isinstance(value, str) else value)
+    if isinstance(value, str):
+        cell.data_type = "s"
+        if cell.value.startswith(FORMULA_STARTS):
+            cell.quotePrefix = True
+    elif number_format and isinstance(value, (int, float)) and not isinstance(value, bool):
+        cell.number_format = number_format
+    if font is not None:
+        cell.font = font
+    if fill is not None:
+        cell.fill = fill
+    if alignment is not None:
+        cell.alignment = alignment
+    if link is not None:
+        cell.hyperlink = Hyperlink(ref="", location=link)
+        cell.style = "Hyperlink"      # Excel's own link style: cheaper than a font per cell
+    return cell
+
+
+def _wrapped(ws, text: str, wide: int) -> WriteOnlyCell:
+    # styling costs time per cell: wrap only what overflows
+    return _styled(ws, text, alignment=WRAP if len(text) > wide else None)
+
+
+def _as_cell(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str)) or value is None else str(value)
 
 
 def _exact(value: Any) -> str:

@@ -138,8 +138,12 @@ def _section(outcome: Outcome, t: dict) -> tuple[dict, list[Path]]:
     else:
         section["heading"] = t["status"]["refused"]
         section["notes"].append(t["refusals"][outcome.refusal.code].format(**outcome.refusal.params))
-    if files:
-        section["notes"].append(t["attached"].format(files=", ".join(p.name for p in files)))
+    audit = [p for p in files if p.name.endswith(".audit.xlsx")]   # the trail: for the salesperson
+    shown = [p for p in files if p not in audit]
+    if shown:
+        section["notes"].append(t["attached"].format(files=", ".join(p.name for p in shown)))
+    if audit:
+        section["notes"].append(t["attached_audit"].format(file=audit[0].name))
     return section, files
 
 

@@ -24,6 +24,7 @@ from watchdog.observers.polling import PollingObserver
 
 from engine.files import write_atomic
 from engine.job import FORMATS, warm_up
+from engine.quote.outputs import ENDINGS
 from engine.services.health import Health, blocked_error, fault_text
 from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
 from engine.services.rulekeeper import RuleKeeper, describe
@@ -35,7 +36,7 @@ from engine.services.watch.settle import SettleTracker, ignored_reason
 
 FOLDERS = ("inbox", "outbox", "archive", "failed", "work")
 JOURNAL, LOG, STATUS = ".sizing-journal.sqlite3", ".sizing-log.jsonl", "status.json"
-OUTBOX_ENDINGS = (*(f".quote.{fmt}" for fmt in FORMATS), ".duplicate.txt")   # one job's outputs
+OUTBOX_ENDINGS = (*(ENDINGS[fmt] for fmt in FORMATS), ".duplicate.txt")   # one job's outputs
 RULES_BROKEN, DEGRADED = "RULES-BROKEN.txt", "SERVICE-DEGRADED.txt"   # notes beside inbox/
 RESERVE, RESERVE_BYTES = ".sizing-reserve", 64 * 1024   # given up so a note fits on a full disk
 MAX_RETRY_PAUSE = 30.0     # longest wait between tries while the machine is at fault
