@@ -9,7 +9,8 @@ from engine.files import write_atomic
 from engine.quote.html_page import html_bytes
 from engine.quote.json_doc import json_bytes
 from engine.quote.view import Quote
-from engine.quote.workbook import audit_bytes, workbook_bytes
+from engine.quote.audit import audit_bytes
+from engine.quote.workbook import workbook_bytes
 
 WRITERS = {"xlsx": workbook_bytes, "html": html_bytes, "json": json_bytes, "audit": audit_bytes}
 # Each format's file name after the stem: the audit trail is a workbook of its own, for the salesperson.

@@ -1,4 +1,4 @@
-"""The quote workbooks: the customer's (Summary, Memory, Scaling, Alternatives) and the salesperson's audit trail."""
+"""The customer's quote workbook: Summary, Memory, Scaling and Alternatives — nothing of the trail (engine.quote.audit)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import openpyxl
-from openpyxl.cell import WriteOnlyCell
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.chart.data_source import AxDataSource, StrRef
 from openpyxl.styles import Alignment, Font, PatternFill
-from openpyxl.worksheet.hyperlink import Hyperlink
 from openpyxl.worksheet.worksheet import Worksheet
 
 from engine.calc.results import plain
@@ -35,7 +33,7 @@ def workbook_bytes(quote: Quote) -> bytes:
     """The customer's workbook (Summary, Memory, Scaling, Alternatives), saved to memory.
 
     Nothing of the trail is in it — rule ids, formulas, file:line, the intake's own sheets and
-    instructions go to the salesperson's audit workbook (audit_bytes)."""
+    instructions go to the salesperson's audit workbook (engine.quote.audit)."""
     wb = openpyxl.Workbook()
     wb.remove(wb.active)
     for name, build in (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
@@ -46,29 +44,10 @@ def workbook_bytes(quote: Quote) -> bytes:
     return _saved(wb)
 
 
-def audit_bytes(quote: Quote) -> bytes:
-    """The salesperson's trail: every rule evaluated (Audit), the intake as received, and which
-    rule set and file the quote came from. Written in openpyxl's write-only mode: it streams
-    rows instead of keeping a cell object per value, a fraction of the time of a normal sheet."""
-    m = quote.m
-    wb = openpyxl.Workbook(write_only=True)
-    audit, intake = m("sheets.audit"), m("sheets.intake")
-    rows = _intake_rows(quote)
-    inputs_at = {key: _location(intake, f"D{row}") for row, (key, *_) in enumerate(rows, 2)}
-    _audit(wb.create_sheet(audit), quote, inputs_at)
-    _intake(wb.create_sheet(intake), quote, rows)
-    _about(wb.create_sheet(_free(m("sheets.about"), {audit, intake})), quote)
-    return _saved(wb)
-
-
 def _saved(wb: openpyxl.Workbook) -> bytes:
     buffer = io.BytesIO()
     wb.save(buffer)
     return buffer.getvalue()
-
-
-def _free(name: str, taken: set[str]) -> str:
-    return name if name not in taken else f"{name} (2)"
 
 
 def _unique(wb: openpyxl.Workbook, name: str) -> str:
@@ -83,7 +62,7 @@ def put(ws: Worksheet, row: int, col: int, value: Any, number_format: str | None
     value = plain(value)
     cell = ws.cell(row=row, column=col)
     if isinstance(value, str):
-        value = _text(value)
+        value = text_only(value)
         cell.value = value
         cell.data_type = "s"
         if value.startswith(FORMULA_STARTS):
@@ -95,7 +74,7 @@ def put(ws: Worksheet, row: int, col: int, value: Any, number_format: str | None
     return cell
 
 
-def _text(value: str) -> str:
+def text_only(value: str) -> str:
     return ILLEGAL_CHARACTERS_RE.sub("", value)[:MAX_CELL_TEXT]
 
 
@@ -113,7 +92,7 @@ def number_format(value: Any, unit: str = "") -> str:
     return "#,##0.0" if size >= 100 else "#,##0.00" if size >= 1 else "0.000"
 
 
-def _cell_value(m: Messages, value: Any) -> Any:
+def cell_value(m: Messages, value: Any) -> Any:
     """Numbers stay numbers; yes/no and missing values are words in the quote's language."""
     if isinstance(value, bool) or value is None:
         return m.number(value)
@@ -133,7 +112,7 @@ def _figure_rows(ws: Worksheet, row: int, figures: list[Figure], m: Messages) ->
         if isinstance(f.value, str):
             put(ws, row, 2, f.text)   # words such as the bottleneck, in the reader's language
         else:
-            put(ws, row, 2, _cell_value(m, f.value), number_format(f.value, f.unit))
+            put(ws, row, 2, cell_value(m, f.value), number_format(f.value, f.unit))
         if f.unit and f.unit != "fraction" and not isinstance(f.value, (bool, str)):
             put(ws, row, 3, m.unit(f.unit, m.number(f.value)))     # "1 | GPU", "8 | GPUs"
         if f.band:
@@ -290,7 +269,7 @@ def _scaling(ws: Worksheet, q: Quote) -> None:
     formats = {"gpu_count": "#,##0", "speedup": '0.00"×"', "ideal": '0.00"×"'}
     for col, (key, _, unit, values) in enumerate(columns, 1):
         for row, value in enumerate(values, 2):
-            put(ws, row, col, _cell_value(m, value), formats.get(key) or number_format(value, unit))
+            put(ws, row, col, cell_value(m, value), formats.get(key) or number_format(value, unit))
     last = len(counts) + 1
     if q.gpu_count in counts:
         _highlight(ws, counts.index(q.gpu_count) + 2, len(columns))
@@ -315,113 +294,6 @@ def _show_axes(chart) -> None:
     chart.x_axis.delete = chart.y_axis.delete = False
 
 
-def _location(sheet: str, cell: str) -> str:
-    """An in-workbook link target: 'Sheet name'!C12."""
-    return "'" + sheet.replace("'", "''") + "'!" + cell
-
-
-def _audit(ws, q: Quote, inputs_at: dict[str, str]) -> None:
-    """Every rule evaluated; each input it read links to the row (or intake value) it came from.
-    `ws` is a write-only sheet: settings first, then rows in order."""
-    m, wide = q.m, 28
-    trace = q.results.trace
-    titles = [m(f"columns.{k}") for k in ("group", "rule", "label", "value", "unit", "formula",
-                                          "inputs", "where", "why", "sources", "links")]
-    rows = {step.name: row for row, step in enumerate(trace, 2)}
-    targets = {**inputs_at, **{name: _location(ws.title, f"D{row}") for name, row in rows.items()}}
-    links = [[name for name in step.inputs if name in targets] for step in trace]
-    last_col = max([10 + len(names) for names in links] + [11])
-    ws.freeze_panes = "D2"
-    ws.auto_filter.ref = f"A1:K{max(len(trace) + 1, 2)}"
-    # what a reader prints: the ten columns of the derivation, wrapped; the link columns after
-    # them are for clicking, not paper (all 26 at once made one unreadable page)
-    # 200 units in all: A4 landscape prints them at ≈ 63% (tests/test_render_workbook.py says why)
-    _widths(ws, [10, 20, 22, 12, 8, wide, wide, 18, 26, wide] + [20] * (last_col - 10))
-    _print_setup(ws, landscape=True, title_rows="1:1")
-    ws.print_area = f"A1:J{len(trace) + 1}"
-    ws.append([_styled(ws, title, font=HEADER_FONT, fill=HEADER_FILL, alignment=WRAP) for title in titles])
-    for step, names in zip(trace, links):
-        inputs = "; ".join(f"{k} = {_exact(v)}" for k, v in step.inputs.items())
-        sources = "; ".join(f"{s.where}: {s.what} = {_exact(s.value)}" for s in step.sources)
-        row = [step.group, step.name, step.label.get(q.lang) or step.label.get("en") or step.name,
-               _styled(ws, _cell_value(m, step.value), number_format(step.value, step.unit)),
-               step.unit, _wrapped(ws, step.formula, wide), _wrapped(ws, inputs, wide), step.where,
-               _wrapped(ws, step.why, wide), _wrapped(ws, sources, wide)]
-        row += [_styled(ws, name, link=targets[name]) for name in names]
-        ws.append([_styled(ws, v) if not hasattr(v, "coordinate") else v for v in row])
-
-
-def _intake_rows(q: Quote) -> list[tuple[str, str, Any, Any, str]]:
-    """(key, label, as typed, value used, where it was entered) for each intake value."""
-    m, intake = q.m, q.intake
-    if intake is None:
-        return []
-    out = []
-    for key, value in intake.values.items():
-        where = intake.where(key)
-        typed = intake.raw.get(key, value)
-        out.append((key, m.input_label(key), _as_cell(typed), _as_cell(value),
-                    m("assumed_source") if where == "default" else where))
-    return out
-
-
-def _intake(ws, q: Quote, rows: list[tuple]) -> None:
-    """The intake as received: each value as typed, as used, and the cell or line it came from."""
-    m = q.m
-    ws.freeze_panes = "A2"
-    _widths(ws, [24, 34, 30, 30, 22])
-    _print_setup(ws, landscape=True, title_rows="1:1")
-    ws.append([_styled(ws, m(f"columns.{k}"), font=HEADER_FONT, fill=HEADER_FILL, alignment=WRAP)
-               for k in ("key", "label", "typed", "used", "source")])
-    for row in rows:
-        ws.append([_styled(ws, v) for v in row])
-
-
-def _about(ws, q: Quote) -> None:
-    """Which quote this trail belongs to: customer, date, the rule set and the intake file."""
-    m = q.m
-    origin = q.intake.origin.name if q.intake is not None and q.intake.origin else ""
-    _widths(ws, [24, 60])
-    _print_setup(ws)
-    for label, value in ((m("meta.customer"), q.customer), (m("meta.project"), q.project),
-                         (m("meta.date"), q.date), (m("meta.ruleset"), q.ruleset),
-                         (m("meta.intake_file"), origin)):
-        if value:
-            ws.append([_styled(ws, label, font=BOLD), _styled(ws, value)])
-
-
-def _styled(ws, value: Any, number_format: str | None = None, *, font=None, fill=None,
-            alignment=None, link: str | None = None) -> WriteOnlyCell:
-    """One write-only cell, text kept as text as `put` keeps it."""
-    value = plain(value)
-    cell = WriteOnlyCell(ws, _text(value) if isinstance(value, str) else value)
-    if isinstance(value, str):
-        cell.data_type = "s"
-        if cell.value.startswith(FORMULA_STARTS):
-            cell.quotePrefix = True
-    elif number_format and isinstance(value, (int, float)) and not isinstance(value, bool):
-        cell.number_format = number_format
-    if font is not None:
-        cell.font = font
-    if fill is not None:
-        cell.fill = fill
-    if alignment is not None:
-        cell.alignment = alignment
-    if link is not None:
-        cell.hyperlink = Hyperlink(ref="", location=link)
-        cell.style = "Hyperlink"      # Excel's own link style: cheaper than a font per cell
-    return cell
-
-
-def _wrapped(ws, text: str, wide: int) -> WriteOnlyCell:
-    # styling costs time per cell: wrap only what overflows
-    return _styled(ws, text, alignment=WRAP if len(text) > wide else None)
-
-
-def _as_cell(value: Any) -> Any:
-    return value if isinstance(value, (int, float, str)) or value is None else str(value)
-
-
-def _exact(value: Any) -> str:
+def exact(value: Any) -> str:
     value = plain(value)
     return format(value, ".6g") if isinstance(value, float) else str(value)
