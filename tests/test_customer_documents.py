@@ -119,3 +119,16 @@ def test_a_dearer_alternative_reads_as_a_multiple_in_every_language():
         # 16 USD against a request of 1 USD: "1500% dearer" before; 16 times the cost now
         said = _against(messages(lang), {"cost_total": 16.0}, {"cost_total": 1.0}, training=True)
         assert said == [words], said
+
+
+@pytest.mark.parametrize("value", [0.012345, 0.5, 1.23456, 12.3456, 123.456, 1234.56, 12345.6, 987654.3, 3.21e11])
+def test_one_rounding_rule_for_the_quote_the_sweep_and_the_mail(value):
+    """The sweep wrote 4 significant digits (12,345.6 → 12,350) where the quote writes 12,346; the mail
+    shows the quote's own texts. Both now round through engine.quote.messages.rounded."""
+    from engine.quote.messages import rounded
+    from engine.quote.sweep_table import _display
+    m = messages("en")
+    assert m.number(rounded(value)) == m.number(value)      # the quote's words carry exactly this number
+    assert _display(value) == rounded(value) or _display(value) == int(rounded(value))
+    # memory in the sweep, as in the quote: 85.9 × 10⁹ bytes is the "80 GB" GPU
+    assert _display(85.89934592, "gpu_memory_gb") == 80

@@ -162,6 +162,17 @@ class Messages:
         return self.number(value)
 
 
+def rounded(value: float) -> float:
+    """A number rounded as every quote, sweep and mail writes it (Messages.number, without the words):
+    3 significant digits from 10¹⁰ and below 1, whole from 1,000, one decimal from 100, else two."""
+    size = abs(value)
+    if size >= SCIENTIFIC_FROM or size < 1:
+        return float(f"{value:.3g}") if value else 0.0
+    if size >= 1000:
+        return float(round(value))
+    return round(value, 1 if size >= 100 else 2)
+
+
 def finite(value: Any) -> bool:
     """A real number (not a bool, NaN or infinity)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -12,7 +12,7 @@ from openpyxl.styles import Font, PatternFill
 from engine.calc.sweep import Sweep
 from engine.files import write_atomic
 from engine.quote.html_page import environment
-from engine.quote.messages import template_dirs
+from engine.quote.messages import BINARY_GB, rounded, template_dirs
 
 TEMPLATE = "sweep.html.j2"
 TRAINING_COLUMNS = ("training_time_days", "cost_total", "memory_per_gpu_gb", "gpu_memory_gb")
@@ -51,7 +51,7 @@ def rows(sweep: Sweep, keys: list[str], limit: int = MAX_ROWS_SHOWN) -> list[lis
             elif key == "short_by":
                 line.append("" if r["qualifies"] or not math.isfinite(r["shortfall"]) else f"{r['shortfall']:.2f}×")
             else:
-                line.append(_display(r.get(key)))
+                line.append(_display(r.get(key), key))
         out.append(line)
     return out
 
@@ -116,14 +116,16 @@ def _cell(ws, value, bold: bool = False, fill=None):
     return cell
 
 
-def _display(value):
+def _display(value, key: str = ""):
+    """A figure as the quote writes it: memory in the GB the GPU's name counts, the quote's rounding."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, (int, float)) and key.endswith("_gb"):
+        value = float(value) / BINARY_GB
     if isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e15:
-            return int(value)
-        return float(f"{value:.4g}")
+        value = rounded(value)
+        return int(value) if value.is_integer() and abs(value) < 1e15 else value
     return value
 
