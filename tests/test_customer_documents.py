@@ -7,6 +7,8 @@ from __future__ import annotations
 import email
 import html as html_lib
 import re
+import shutil
+import subprocess
 from email import policy
 from pathlib import Path
 
@@ -132,3 +134,26 @@ def test_one_rounding_rule_for_the_quote_the_sweep_and_the_mail(value):
     assert _display(value) == rounded(value) or _display(value) == int(rounded(value))
     # memory in the sweep, as in the quote: 85.9 × 10⁹ bytes is the "80 GB" GPU
     assert _display(85.89934592, "gpu_memory_gb") == 80
+
+
+@pytest.mark.skipif(shutil.which("soffice") is None, reason="LibreOffice Calc is not installed "
+                    "(scripts/system-packages installs libreoffice-calc-nogui)")
+def test_the_customer_workbook_as_libreoffice_shows_it(quoted, tmp_path):
+    """Each sample's quote workbook opened by LibreOffice Calc (every sheet, as it lays them out) shows
+    nothing a customer should not see; the audit workbook, printed, runs to pages of its own."""
+    books = [job.outdir / f"{job.stem}.quote.xlsx" for name, job in quoted.items() if name.endswith(".xlsx")]
+    trail = next(job.outdir / f"{job.stem}.audit.xlsx" for name, job in quoted.items() if name.endswith(".xlsx"))
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["soffice", "--headless", "--convert-to", "html", "--outdir", str(tmp_path / "html"),
+                    *map(str, books)], check=True, capture_output=True, timeout=300, env=env)
+    subprocess.run(["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(tmp_path / "pdf"), str(trail)],
+                   check=True, capture_output=True, timeout=300, env=env)
+    for book in books:
+        page = (tmp_path / "html" / f"{book.stem}.html").read_text(encoding="utf-8", errors="replace")
+        text = html_text(page).replace(book.name.split(".")[0], "")
+        assert "Summary" in text or "摘要" in text, book.name        # the conversion did show the sheets
+        for what, pattern in FORBIDDEN.items():
+            found = sorted({m.group(0) for m in pattern.finditer(text)})
+            assert not found, f"{book.name} in LibreOffice shows {what}: {found}"
+    pdf = (tmp_path / "pdf" / f"{trail.stem}.pdf").read_bytes()
+    assert len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf)) >= 3      # the rules over pages, then the intake

@@ -34,6 +34,12 @@ def test_sample_quotes(tmp_path, name):
         if key in quoted:
             assert quoted[key] == pytest.approx(doc["results"][key], rel=1e-9)
 
+    # and the alternatives' requested row is the quote too: one configuration, one answer
+    requested = next(a for a in doc["alternatives"] if a.get("requested"))
+    for key in ("cost_total", "training_time_days", "output_tokens_per_s", "memory_per_gpu_gb"):
+        if key in doc["results"] and key in requested:
+            assert requested[key] == pytest.approx(doc["results"][key], rel=1e-9), key
+
     wb = openpyxl.load_workbook(xlsx)
     assert len(wb.sheetnames) == 4 and wb.active == wb.worksheets[0]      # the customer's sheets alone
     audit = openpyxl.load_workbook(trail)
