@@ -70,3 +70,7 @@ def test_explain_derives_the_quotes_own_figure(tmp_path, name, key):
     assert code == 0, out
     first = out.splitlines()[0]
     assert f"({key}) = {show(job.results.values[key], step.unit)}" in first, (first, job.results.values[key])
+    # and as the quote writes it, where its unit differs: memory in the GPU's GB (5.22 → 4.86 GB)
+    figure = job.quote.figure(key)
+    if step.unit == "GB":
+        assert f"{job.quote.m.value(figure.value, figure.unit)})" in first, (first, figure.text)

@@ -6,7 +6,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from engine.calc.evaluate import friendly_number
 from engine.calc.results import Results, Source
@@ -130,11 +130,18 @@ def rules_and_lines(tree: Node) -> tuple[set[str], set[str]]:
     return rules, lines
 
 
-def render_short(tree: Node, words: dict[str, str], full_hint: str = "") -> str:
+def render_short(tree: Node, words: dict[str, str], full_hint: str = "", as_quoted: str = "",
+                 unit_word: Callable[[str], str] = str) -> str:
     """The figure, its formula and the formula with its values, what it reads directly (with the
     catalog lines of each), and the intake values the whole derivation rests on — a screenful.
-    `words` holds the few fixed phrases in the reader's language (engine.quote.messages: explain)."""
-    out = [f"{tree.label or tree.name} ({tree.name}) = {show(tree.value, tree.unit)}"
+    `words` holds the few fixed phrases in the reader's language (engine.quote.messages: explain);
+    `as_quoted` is the figure as the quote writes it, where its unit differs (30 minutes for 0.5 hours);
+    `unit_word` says a unit in the reader's language."""
+    def value(n: Node) -> str:
+        return show(n.value, unit_word(n.unit) if n.unit and n.unit != "fraction" else n.unit)
+
+    quoted = f" ({words['in_quote']} {as_quoted})" if as_quoted else ""
+    out = [f"{tree.label or tree.name} ({tree.name}) = {value(tree)}{quoted}"
            + (f"  [{tree.where}]" if tree.where else "")]
     if tree.kind == "skipped":
         out.append(f"   {words['not_applicable']}: `when: {tree.when}`")
@@ -151,13 +158,13 @@ def render_short(tree: Node, words: dict[str, str], full_hint: str = "") -> str:
         label = child.label or child.name
         said = f" ({child.name})" if label != child.name else ""
         place = child.where or (words["not_given"] if child.kind == "input" else "")
-        out.append(f"{first}{label}{said} = {show(child.value, child.unit)}" + (f"  [{place}]" if place else ""))
+        out.append(f"{first}{label}{said} = {value(child)}" + (f"  [{place}]" if place else ""))
         for s in child.sources:
             out.append(f"{'   ' if first.startswith('└') else '│  '}   {_source(s)}  [{s.where}]")
     rests = _intake_leaves(tree)
     if rests:
         out.append(words["rests_on"] + ":")
-        out += [f"   {n.label or n.name} = {show(n.value, n.unit)}" + (f" ({words['typed']} {n.typed!r})" if n.typed is not None else "")
+        out += [f"   {n.label or n.name} = {value(n)}" + (f" ({words['typed']} {n.typed!r})" if n.typed is not None else "")
                 + f"  [{n.where}]" for n in rests]
     if full_hint:
         out.append(full_hint)

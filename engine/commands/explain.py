@@ -59,10 +59,20 @@ def run(args) -> int:
     if args.full:
         print(render(tree))
         return 0
-    words = messages(intake.language).table["explain"]
+    words = named.table["explain"]
     hint = words["full"].format(steps=count_steps(tree), command=f"sizing explain {args.input} {key} --full")
-    print(render_short(tree, words, hint))
+    print(render_short(tree, words, hint, _as_quoted(named, tree.value, tree.unit), named.unit))
     return 0
+
+
+def _as_quoted(m, value, unit: str) -> str:
+    """The figure as the quote writes it, where that is not the rule's own unit (GB as the GPU's name
+    counts them, times by magnitude, parameters in billions); "" where the quote writes it as is."""
+    from engine.quote.messages import finite
+    if not finite(value):
+        return ""
+    shown, shown_unit = m.shown(value, unit)
+    return "" if (shown, shown_unit) == (value, unit) else m.value(shown, shown_unit)
 
 
 def _english(ruleset, key: str, labels: dict[str, str]) -> str:
