@@ -105,7 +105,7 @@ def test_a_yaml_intake_is_quoted_by_reply(mailbox):
     assert_threaded_reply(record, original)
     reply = record["message"]
     attached = files(reply)
-    assert sorted(attached) == ["seed.quote.html", "seed.quote.xlsx"]
+    assert sorted(attached) == ["seed.audit.xlsx", "seed.quote.html", "seed.quote.xlsx"]   # the trail: the sender's
     assert load_workbook(io.BytesIO(attached["seed.quote.xlsx"])).sheetnames      # a real workbook
     body, page = text(reply), html(reply)
     for figure in ("Training time", "GPU-hours", "Fits in GPU memory"):
@@ -124,7 +124,8 @@ def test_a_workbook_intake_is_answered_in_its_language(mailbox):
     reply = record["message"]
     assert reply["Content-Language"] == "zh-TW"
     assert "估價完成" in text(reply) and "估價完成" in html(reply)
-    assert sorted(files(reply)) == ["rtx4090-lora-7b.zh-TW.quote.html", "rtx4090-lora-7b.zh-TW.quote.xlsx"]
+    assert sorted(files(reply)) == ["rtx4090-lora-7b.zh-TW.audit.xlsx", "rtx4090-lora-7b.zh-TW.quote.html",
+                                    "rtx4090-lora-7b.zh-TW.quote.xlsx"]
 
 
 def test_several_attachments_get_one_reply_covering_each(mailbox):
@@ -139,8 +140,8 @@ def test_several_attachments_get_one_reply_covering_each(mailbox):
     assert "== seed.yaml: Quote ready ==" in body and f"== {zh.name}: Quote ready ==" in body
     assert re.search(r"== wrong.yaml: \d+ problem\(s\) to fix ==", body)
     assert "wrong.yaml:4" in body                        # the YAML line of gpu_count
-    assert sorted(files(reply)) == sorted(["seed.quote.xlsx", "seed.quote.html",
-                                           zh.stem + ".quote.xlsx", zh.stem + ".quote.html"])
+    assert sorted(files(reply)) == sorted(["seed.quote.xlsx", "seed.quote.html", "seed.audit.xlsx",
+                                           zh.stem + ".quote.xlsx", zh.stem + ".quote.html", zh.stem + ".audit.xlsx"])
     assert mailbox.counts() == {"INBOX": 0, "Processed": 1, "Failed": 0}
 
 

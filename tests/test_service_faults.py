@@ -82,7 +82,7 @@ def test_a_quote_in_its_own_process_brings_back_what_the_services_need(ruleset, 
     sandbox.close()
     assert again.ok and again.outputs[0].parent == tmp_path / "again"      # the same worker, warm
     assert job.ok and job.quote.headline and job.ruleset_version == ruleset.version
-    assert sorted(p.name for p in job.outputs) == ["seed.quote.html", "seed.quote.json",
+    assert sorted(p.name for p in job.outputs) == ["seed.audit.xlsx", "seed.quote.html", "seed.quote.json",
                                                    "seed.quote.xlsx"]
     assert job.intake is None and job.ruleset is None        # left behind in the child
 
