@@ -105,13 +105,16 @@ def _failure_words(failures: dict[str, int], values: dict) -> str:
 
 def _miss_words(row, values: dict) -> str:
     """What the nearest miss lacks, with the figure that shows it."""
+    from engine.quote.messages import messages
+    m = messages("en")        # the quote's rounding and units: GB as the GPU's name counts them, times by size
     parts = []
     for criterion in str(row["misses"]).split(", "):
         if criterion == "memory":
-            parts.append(f"needs {row['memory_per_gpu_gb']:.0f} GB per GPU of {row['gpu_memory_gb']:.0f} GB")
+            need, have = (m.value(*m.shown(row[k], "GB")) for k in ("memory_per_gpu_gb", "gpu_memory_gb"))
+            parts.append(f"needs {need} per GPU of {have}")
         elif criterion == "deadline":
-            parts.append(f"takes {row['training_time_days']:.1f} days against the {_days(values)}-day "
-                         f"deadline")
+            parts.append(f"takes {m.value(*m.duration(row['training_time_days'], 'days'))} against the "
+                         f"{_days(values)}-day deadline")
         elif criterion == "latency":
             parts.append(f"first token in {row['ttft_ms']:.0f} ms (target {row['ttft_target_used']:.0f}), "
                          f"{row['tpot_ms']:.0f} ms per token (target {row['tpot_target_used']:.0f})")
