@@ -79,6 +79,17 @@ def test_the_scaling_table_gives_what_sweep_gives_at_every_count(tmp_path, name)
     assert table[key][quoted] == pytest.approx(job.results.values[key], rel=1e-9)
     assert by_count[counts[quoted]]["layout"] == describe_layout(job.results.plan.chosen)   # the quote's layout
     assert all(table["layout"])           # every count says which layout its figures are for
+    assert all(by_count[n]["divides"] for n in counts)     # no count the intake's own layout cannot run on
+
+
+def test_a_layout_the_intake_fixed_is_not_shown_on_fewer_gpus_than_it_spans(tmp_path):
+    """The online sample fixes tensor parallel 8: 1, 2 and 4 GPUs cannot run it (the sweep says "the fixed
+    layout does not divide the GPUs"), so the table shows 8 and 16, not TP 8 "on" one GPU at 8 GPUs' speed."""
+    job = run_job(SAMPLES_DIR / "llama-70b-online-8xh100.yaml", tmp_path, formats=("json",))
+    assert job.results.plan.by["tensor_parallel"] == "intake" and job.results.plan.chosen["tensor_parallel"] == 8
+    counts = next(c.values for c in job.quote.scaling if c.key == "gpu_count")
+    assert counts == [8, 16]
+    assert job.quote.scaling_note.startswith("The same workload on 8, 16 GPUs")
 
 
 def test_scaling_grid_plans_each_count_for_the_quoted_gpu_and_precision(tmp_path, monkeypatch):

@@ -380,7 +380,10 @@ def scaling_grid(intake: Intake, results: Results, ruleset, layout: dict | None 
     except Exception:  # noqa: BLE001 — the quote stands without its scaling table; say so in the log
         log.exception("scaling table for %s could not be computed", intake.origin)
         return None
-    rows = sorted(rows, key=lambda r: r["gpu_count"])
+    # a layout the intake fixed (tensor parallel 8, say) cannot run on fewer GPUs than it spans, nor on
+    # counts it does not divide: those counts are left out, as the sweep marks them failing
+    rows = sorted((r for r in rows if r.get("divides", True) or r["gpu_count"] == int(chosen)),
+                  key=lambda r: r["gpu_count"])
     if not rows:
         return None
     for row in rows:
