@@ -157,3 +157,18 @@ def test_the_customer_workbook_as_libreoffice_shows_it(quoted, tmp_path):
             assert not found, f"{book.name} in LibreOffice shows {what}: {found}"
     pdf = (tmp_path / "pdf" / f"{trail.stem}.pdf").read_bytes()
     assert len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf)) >= 3      # the rules over pages, then the intake
+
+
+def test_a_warning_counts_gb_as_the_quote_does(tmp_path):
+    """The rule's warning said "H100 SXM5 80GB has 85.9 GB" under a verdict saying "the GPU has 80 GB":
+    70B parameters at BF16 on one H100 need 141 × 10⁹ bytes of weights alone; both now say 80 GB and the
+    same need."""
+    source = tmp_path / "nofit.yaml"
+    source.write_text("customer: X\nworkload: online-inference\nmodel: llama-3.1-70b\ngpu: H100\ngpu_count: 1\n"
+                      "prompt_tokens: 1000\noutput_tokens: 200\nconcurrency: 4\n", encoding="utf-8")
+    job = run_job(source, tmp_path / "out", formats=("json",))
+    assert job.ok, job.problems
+    warning = next(n.text("en") for n in job.results.warnings if n.code == "does_not_fit")
+    need = messages("en").number(job.results.values["memory_per_gpu_gb"] / (2 ** 30 / 1e9))
+    assert f"It needs {need} GB per GPU but H100 SXM5 80GB has 80 GB" in warning, warning
+    assert any(f"{need} GB needed per GPU, the GPU has 80 GB" in v for v in job.quote.verdicts), job.quote.verdicts

@@ -228,6 +228,10 @@ class _MessageFormatter(string.Formatter):
         return super().format_field(value, spec)
 
 
+# Rules count GB as 10⁹ bytes; GPU makers (and so the quote, engine.quote.messages) as 2³⁰ bytes.
+BINARY_GB = 2 ** 30 / 1e9
+
+
 def friendly_number(value: float) -> str:
     """1,321 · 165.2 · 66.08 · 0.0123 — thousands separators, about four significant digits, no exponent."""
     if not math.isfinite(value):
@@ -244,28 +248,32 @@ class _PlainView(dict):
     """The scope as plain Python values, converted only for the names a message uses; a catalog
     id reads as its name in the message's language (`bf16` → "BF16 (bfloat16)")."""
 
-    def __init__(self, scope: dict, catalogs=None, lang: str = "en"):
+    def __init__(self, scope: dict, catalogs=None, lang: str = "en", gb: frozenset = frozenset()):
         super().__init__()
-        self.scope, self.catalogs, self.lang = scope, catalogs, lang
+        self.scope, self.catalogs, self.lang, self.gb = scope, catalogs, lang, gb
 
     def __getitem__(self, key):
         value = self.scope[key]
         if isinstance(value, str):
             name = self.catalogs.name_of(value, self.lang) if self.catalogs is not None else None
             return name or value
-        return plain(value)
+        value = plain(value)
+        if key in self.gb and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value / BINARY_GB      # a message reads GB as the quote does: as the GPU's name counts them
+        return value
 
 
 def _warnings(ruleset, scope: dict) -> list[Notice]:
     notices, formatter = [], _MessageFormatter()
     catalogs = getattr(ruleset, "catalogs", None)
+    gb = frozenset(name for name, rule in ruleset.rules.items() if rule.unit == "GB")
     for w in ruleset.warnings:
         if not _run(w, w.when, scope):
             continue
         message = {}
         for lang, text in w.message.items():
             try:
-                message[lang] = formatter.vformat(text, (), _PlainView(scope, catalogs, lang))
+                message[lang] = formatter.vformat(text, (), _PlainView(scope, catalogs, lang, gb))
             except (KeyError, ValueError, IndexError) as e:
                 message[lang] = text + f" [message placeholder problem: {e}]"
         notices.append(Notice(w.code, message, w.where, w.severity))

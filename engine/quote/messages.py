@@ -10,6 +10,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from engine.calc.evaluate import BINARY_GB
 from engine.intake.form import current_form
 from engine.paths import LANGUAGES, TEMPLATES_DIR
 
@@ -18,8 +19,8 @@ PERCENT_UNITS = {"fraction", "ratio"}     # stored as 0.4, shown as 40%
 SCIENTIFIC_FROM = 1e10                     # FLOP counts and token totals read better as powers
 HOURS_IN = {"s": 1 / 3600, "seconds": 1 / 3600, "minutes": 1 / 60, "h": 1, "hours": 1, "day": 24, "days": 24}
 # GPU vendors count memory in binary gigabytes (an "80 GB" H100 holds 80 × 2³⁰ bytes); the rules
-# count 10⁹ bytes. Quotes show GB as the GPU's name counts it, every memory figure alike.
-BINARY_GB = 2 ** 30 / 1e9
+# count 10⁹ bytes. Quotes show GB as the GPU's name counts it, every memory figure alike
+# (the rules' warning messages too: engine.calc.evaluate).
 BILLION = 1e9
 
 
