@@ -34,9 +34,10 @@ def validate_cli(*args):
 # answers them; refitting on them first would hide what they measure.
 NEW_SOURCES = frozenset({"trtllm-blog-h200launch", "trtllm-blog-falcon180b", "exllamav2-readme",
                          "premai-benchmarks", "lmdeploy-docs", "autoawq-readme", "oci-blog-mi300x",
-                         "intel-gaudi2-perf", "intel-gaudi3-perf"})
-# Their median |error| as first measured (32.4% on 48 serving figures); a change may only lower it.
-NEW_EVIDENCE_MEDIAN = 0.33
+                         "intel-gaudi2-perf", "intel-gaudi3-perf", "sglang-bench-vllm060"})
+# Their median |error| as first measured (28.1% on 62 serving figures; 32.4% on the first 48);
+# a change may only lower it.
+NEW_EVIDENCE_MEDIAN = 0.29
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def test_new_sources_are_new_and_broad(cases):
     old_urls = {c.source["url"] for c in cases if c.source["id"] not in NEW_SOURCES}
     assert sum(len(c.measured) for c in new) >= 30
     assert not {c.source["url"] for c in new} & old_urls
-    assert {"MI300X", "Gaudi2", "Gaudi3", "H200", "4090", "A100-80GB"} <= {c.intake["gpu"] for c in new}
+    assert {"MI300X", "Gaudi2", "Gaudi3", "H100", "H200", "4090", "A100-80GB"} <= {c.intake["gpu"] for c in new}
 
 
 def test_new_evidence_is_no_worse_than_first_measured(table, cases):
