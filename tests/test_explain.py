@@ -49,6 +49,11 @@ def test_short_by_default_and_the_whole_tree_with_full():
     # the same formula with the values that flowed in: 45,368 GPU-hours × 2.49 USD = 112,965 USD
     assert lines[2].strip() == "= if(\"pretraining\" == \"online-inference\", 256 * 2.49 * 24 * 30, 45,368 * 2.49)"
     assert "[catalogs/gpus.yaml:" in short                      # the price's catalog line
+    # the catalog entries the whole derivation read, one line each: the GPU's, the model's …
+    assert "来自目录:" in short
+    assert re.search(r"^   gpus nvidia-h100-sxm5-80gb: .*price_usd_per_gpu_hour 2\.49.*\[catalogs/gpus\.yaml:\d+–\d+\]$",
+                     short, re.M), short
+    assert re.search(r"^   models llama-3\.1-8b: .*layers 32", short, re.M)
     assert "来自需求表:" in short and "[llama-8b-pretraining-256xh100.zh-CN.yaml:15]" in short   # gpu_count's line
     assert lines[-1].endswith("cost_total --full")
     code, full = sizing("explain", PRETRAINING, "cost_total", "--full")

@@ -88,7 +88,8 @@ def explain(key: str, results: Results, ruleset, where: dict[str, str] | None = 
         if rule is None:
             value = results.inputs.get(name)
             said = typed.get(name)
-            differs = isinstance(said, str) and said.strip().casefold() != str(value).casefold()
+            differs = isinstance(said, str) and said.strip().casefold() not in (str(value).casefold(),
+                                                                                 show(value).casefold())
             return Node(name, "input", value, label=input_labels.get(name, ""), where=where.get(name, ""),
                         typed=said if differs else None)
         step = steps.get(name)
@@ -132,8 +133,8 @@ def rules_and_lines(tree: Node) -> tuple[set[str], set[str]]:
 
 def render_short(tree: Node, words: dict[str, str], full_hint: str = "", as_quoted: str = "",
                  unit_word: Callable[[str], str] = str) -> str:
-    """The figure, its formula and the formula with its values, what it reads directly (with the
-    catalog lines of each), and the intake values the whole derivation rests on — a screenful.
+    """The figure, its formula and the formula with its values, what it reads directly, and the intake
+    values and catalog entries the whole derivation rests on (one line per entry) — a screenful.
     `words` holds the few fixed phrases in the reader's language (engine.quote.messages: explain);
     `as_quoted` is the figure as the quote writes it, where its unit differs (30 minutes for 0.5 hours);
     `unit_word` says a unit in the reader's language."""
@@ -159,16 +160,46 @@ def render_short(tree: Node, words: dict[str, str], full_hint: str = "", as_quot
         said = f" ({child.name})" if label != child.name else ""
         place = child.where or (words["not_given"] if child.kind == "input" else "")
         out.append(f"{first}{label}{said} = {value(child)}" + (f"  [{place}]" if place else ""))
-        for s in child.sources:
-            out.append(f"{'   ' if first.startswith('└') else '│  '}   {_source(s)}  [{s.where}]")
     rests = _intake_leaves(tree)
     if rests:
         out.append(words["rests_on"] + ":")
         out += [f"   {n.label or n.name} = {value(n)}" + (f" ({words['typed']} {n.typed!r})" if n.typed is not None else "")
                 + f"  [{n.where}]" for n in rests]
+    catalogs = _catalog_lines(tree)
+    if catalogs:
+        out.append(words["catalogs"] + ":")
+        out += [f"   {line}" for line in catalogs]
     if full_hint:
         out.append(full_hint)
     return "\n".join(out)
+
+
+def _catalog_lines(tree: Node) -> list[str]:
+    """Every catalog entry and table row below the tree, one line per entry: "gpus nvidia-h100-sxm5-80gb:
+    memory_gb 80, price_usd_per_gpu_hour 2.49  [catalogs/gpus.yaml:139–151]"; blank fields left out."""
+    entries: dict[tuple[str, str], list[Source]] = {}
+    rows: dict[tuple[str, str], Source] = {}
+    stack = [tree]
+    while stack:
+        n = stack.pop(0)
+        for s in n.sources:
+            words = s.what.split(" ")
+            if s.what.startswith("table ") or len(words) != 3:
+                rows.setdefault((s.what, s.where), s)
+            elif s.value is not None and s.value != "":
+                entries.setdefault((words[0], words[1]), [])
+                if all(known.what != s.what for known in entries[(words[0], words[1])]):
+                    entries[(words[0], words[1])].append(s)
+        stack.extend(n.children)
+    out = []
+    for (catalog, entry), found in entries.items():
+        path = found[0].where.rsplit(":", 1)[0]
+        lines = sorted(int(s.where.rsplit(":", 1)[1]) for s in found if s.where.rsplit(":", 1)[-1].isdigit())
+        span = f"{lines[0]}–{lines[-1]}" if lines and lines[0] != lines[-1] else (str(lines[0]) if lines else "")
+        fields = ", ".join(f"{s.what.split(' ')[2]} {show(s.value)}" for s in found)
+        out.append(f"{catalog} {entry}: {fields}  [{path}:{span}]" if span else f"{catalog} {entry}: {fields}")
+    out += [f"{_source(s)}  [{s.where}]" for s in rows.values()]
+    return out
 
 
 def count_steps(tree: Node) -> int:
