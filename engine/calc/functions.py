@@ -141,6 +141,57 @@ def _switch(value, *pairs):
     return np.select(conditions, list(cases[1::2]), otherwise)
 
 
+def _poisson_cdf_scalar(k: float, mean: float) -> float:
+    if not (math.isfinite(k) and math.isfinite(mean)) or mean < 0:
+        return math.nan
+    if k < 0:
+        return 0.0
+    if mean == 0:
+        return 1.0
+    # sum the terms in log space from the mode outwards: exact for any mean, no underflow
+    top = int(math.floor(k))
+    low = max(0, int(mean - 12 * math.sqrt(mean) - 12))
+    if top < low:
+        return 0.0
+    log_mean = math.log(mean)
+    return min(sum(math.exp(i * log_mean - mean - math.lgamma(i + 1)) for i in range(low, top + 1)), 1.0)
+
+
+def _poisson_quantile_scalar(mean: float, p: float) -> float:
+    if not (math.isfinite(mean) and math.isfinite(p)) or mean < 0 or not 0 <= p < 1:
+        return math.nan
+    k = max(0.0, math.floor(mean + math.sqrt(mean) * _normal_quantile(p) - 2))   # just below the answer
+    while _poisson_cdf_scalar(k, mean) < p:
+        k += 1
+    while k > 0 and _poisson_cdf_scalar(k - 1, mean) >= p:
+        k -= 1
+    return float(k)
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+    return NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))
+
+
+def _elementwise(fn):
+    def apply(*args):
+        if any(is_array(a) for a in args):
+            return np.vectorize(fn, otypes=[float])(*args)
+        return fn(*(float(a) for a in args))
+    apply.__doc__ = fn.__doc__
+    return apply
+
+
+def _poisson_cdf(k, mean):
+    """poisson_cdf(k, mean): the chance that a count of random events with this mean (interruptions of a run, say) is k or fewer."""
+    return _elementwise(_poisson_cdf_scalar)(k, mean)
+
+
+def _poisson_quantile(mean, p):
+    """poisson_quantile(mean, p): the smallest count k with a chance of at least p that the events number k or fewer — poisson_quantile(7.4, 0.9) = 11."""
+    return _elementwise(_poisson_quantile_scalar)(mean, p)
+
+
 PURE = {
     "min": (_min, ("number", "number"), "number", True),
     "max": (_max, ("number", "number"), "number", True),
@@ -157,6 +208,8 @@ PURE = {
     "next_pow2": (_next_pow2, ("number",), "number", False),
     "given": (_given, ("any",), "bool", False),
     "switch": (_switch, ("any", "any"), "same", True),
+    "poisson_cdf": (_poisson_cdf, ("number", "number"), "number", False),
+    "poisson_quantile": (_poisson_quantile, ("number", "number"), "number", False),
 }
 _PURE_DOCS = {
     "ceil": "ceil(x): x rounded up to a whole number.",
