@@ -27,7 +27,7 @@ def test_sections_follow_the_seed_003_order(tmp_path, grid_for):
     html, _ = html_for(tmp_path)
     ids = re.findall(r'<section class="[^"]*" id="([a-z_]+)"', html)
     assert ids == ["answer", "model", "capacity", "compute", "bandwidth", "scaling", "targets",
-                   "caveats"]
+                   "facility", "caveats"]
 
 
 def test_hostile_text_is_escaped(tmp_path, grid_for):
