@@ -105,9 +105,11 @@ def test_checkpoint_size_of_a_70b_model_with_adamw(tmp_path):
 
 def test_interruptions_at_llama_3s_rate(tmp_path):
     results, _, sheet, _, page = quote(tmp_path, **PRETRAIN_512)
-    # expected interruptions = 1.97327e-5 per GPU-hour × the run's GPU-hours
+    # expected interruptions = 1.97327e-5 per GPU-hour × the GPU-hours of training steps, which are
+    # the run's GPU-hours × its productive share (0.79 for a run this long)
     assert LLAMA3_RATE == pytest.approx(1.97327e-5, rel=1e-5)
-    assert results["expected_interruptions"] == pytest.approx(LLAMA3_RATE * results["gpu_hours"])
+    assert results["goodput_used"] == pytest.approx(0.79)
+    assert results["expected_interruptions"] == pytest.approx(LLAMA3_RATE * results["gpu_hours"] * 0.79)
     # the finish is a Poisson spread around the quoted time: p90 ≥ p50, both near it
     assert results["completion_days_p50"] <= results["completion_days_p90"]
     assert results["completion_days_p90"] == pytest.approx(results["training_time_days"], rel=0.05)
@@ -117,10 +119,11 @@ def test_interruptions_at_llama_3s_rate(tmp_path):
 
 
 def test_the_run_that_set_the_rate_gives_back_its_interruptions(tmp_path):
-    # 16,384 GPUs for 54 days = 21,233,664 GPU-hours × 419 ÷ 21,233,664 = 419 interruptions
+    # 16,384 GPUs for 54 days = 21,233,664 GPU-hours × 419 ÷ 21,233,664 = 419 interruptions:
+    # so 419 per 54 days (1,296 hours) of training steps on 16,384 GPUs
     results, _, _, _, _ = quote(tmp_path, **{**PRETRAIN_512, "gpu_count": 16384})
-    hours = results["training_time_hours"]
-    assert results["expected_interruptions"] == pytest.approx(419 * hours / (54 * 24))
+    steps_hours = results["training_time_hours"] * results["goodput_used"]
+    assert results["expected_interruptions"] == pytest.approx(419 * steps_hours / (54 * 24))
     assert results["interruptions_per_day"] == pytest.approx(419 / 54)
 
 

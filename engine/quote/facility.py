@@ -125,8 +125,9 @@ def _sentences(m, key: str, v: dict, quote: Quote, step_time: dict) -> list[str]
                      count=m.number(v.get("expected_interruptions"))))
         chance, deadline = v.get("deadline_probability"), quote.results.inputs.get("deadline_days")
         if finite(chance) and finite(deadline):
-            # rounded down: "99%" rather than a promise of 100%
-            out.append(m("facility.deadline", days=m.number(deadline), chance=f"{math.floor(chance * 100)}%"))
+            # rounded down and at most 99%: a chance, never a promise
+            out.append(m("facility.deadline", days=m.number(deadline),
+                         chance=f"{min(math.floor(chance * 100), 99)}%"))
     if key == "money" and finite(v.get("buy_breakeven_months")) and finite(v.get("depreciation_years")):
         within = v["buy_breakeven_months"] <= v["depreciation_years"] * 12
         out.append(m("facility.buy_within" if within else "facility.buy_beyond",
