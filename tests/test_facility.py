@@ -205,3 +205,19 @@ def test_a_bad_oversubscription_is_a_clear_problem(tmp_path):
     # where (file:line), what and how to fix, in the salesperson's words
     assert [(p.where, p.message) for p in job.problems] == [
         ("bad.yaml:9", "Network oversubscription: 0.5 is too small; enter a number from 1 to 16.")]
+
+
+def test_the_site_fields_of_a_filled_workbook(tmp_path):
+    from test_intake_kit import filled
+    path = filled(tmp_path, {**PRETRAIN_512, "customer": "Site Co."},
+                  typed={"pue": 1.2, "switch_ports": 32, "rack_power_kw": "25 kW", "depreciation_years": 5})
+    job = run_job(path, tmp_path)
+    assert job.ok, job.problems
+    results = job.results.values
+    # 32-port switches, 1:1: 16 down a leaf → 512 ÷ 16 = 32 leaves; 32 × 16 up ÷ 32 = 16 spines → 48;
+    # 25 kW racks take two 10.2 kW servers → 64 ÷ 2 = 32 racks; 652.8 kW × 1.2 = 783.36 kW
+    assert results["network_switches"] == 48 and results["racks"] == 32
+    assert results["facility_power_kw"] == pytest.approx(783.36)
+    assert results["depreciation_years"] == 5
+    sheet = openpyxl.load_workbook(tmp_path / f"{job.stem}.quote.xlsx")["Facility & cost"]
+    assert sheet_value(sheet, "Power usage effectiveness (PUE)") == 1.2
