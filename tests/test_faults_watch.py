@@ -198,3 +198,34 @@ def test_kill_9_at_random_moments_loses_and_repeats_nothing(start, tmp_path, ora
     assert w.stop() == 0
     check_folder(root, order)
     check_batch(root, pool, oracle, exactly_once_in_log=False)
+
+
+# ---------------------------------------------------------------- names no disk takes as they are
+
+LONG = "客戶需求估算表" * 12                 # 84 Chinese characters, 252 bytes: the name limit is 255
+
+
+def test_long_names_refused_characters_and_names_that_collide_once_shortened_are_all_answered(
+        start, tmp_path):
+    from test_watch_service import workbook
+    root = tmp_path / "svc"
+    w = running(start, root)
+    names = {
+        f"{LONG[:74]}.yaml": valid_yaml(1),                       # 222 + 5 bytes: the issue's 227
+        f"{LONG[:83]}.xlsx": workbook(2, gpu_count="eight"),      # invalid: its errors workbook too
+        f"{LONG[:80]}甲.yaml": valid_yaml(3),                     # these two share their first 80
+        f"{LONG[:80]}乙.yaml": valid_yaml(4),                     # characters, far past any cut
+        'a:b?c*<d>|e"f\\g.yaml': valid_yaml(5),                   # refused on Windows shares
+        "x." + "y" * 200: valid_yaml(6),                          # a "suffix" of 200 bytes: not an intake
+    }
+    drop(root, names)
+    wait_for(lambda: idle(root, names), 90, "every file answered", w)
+    assert w.stop() == 0
+    ended = check_folder(root, list(names))
+    assert [n for n, where in ended.items() if where == "failed"] == [f"{LONG[:83]}.xlsx", "x." + "y" * 200]
+    stems = {p.name.split(".")[0] for p in (root / "outbox").iterdir()}
+    assert len(stems) == 4, stems                     # the two look-alikes got stems of their own
+    for path in [*(root / "outbox").iterdir(), *(root / "failed").iterdir(), *(root / "archive").iterdir()]:
+        assert len(path.name.encode()) <= 255 and not set('<>:"\\|?*') & set(path.name), path.name
+    assert any(p.name.endswith(".errors.xlsx") for p in (root / "failed").iterdir())
+    assert "Errno" not in (root / ".sizing-log.jsonl").read_text(encoding="utf-8")

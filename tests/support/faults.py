@@ -18,6 +18,8 @@ import threading
 import zipfile
 from pathlib import Path
 
+from engine.files import split_name
+
 RESERVE_LEFT = 16 * 1024      # what a "full" disk still has free: less than any quote needs
 
 
@@ -253,7 +255,7 @@ def check_folder(root: Path, dropped: list[str]) -> dict[str, str]:
     for name in dropped:
         assert len(by_name.get(name, [])) == 1, f"{name}: {by_name.get(name)} (want one job)"
         (stem, status), = by_name[name]
-        suffix = Path(name).suffix
+        suffix = split_name(name)[1]
         archived = (root / "archive" / f"{stem}{suffix}").is_file()
         failed = (root / "failed" / f"{stem}{suffix}").is_file()
         assert archived + failed == 1, f"{name}: archived {archived}, failed {failed}"

@@ -22,7 +22,7 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from engine.files import write_atomic
+from engine.files import split_name, write_atomic
 from engine.job import FORMATS, warm_up
 from engine.services.health import Health, blocked_error, fault_text
 from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
@@ -343,7 +343,7 @@ class Service:
         try:
             entry, earlier = self.journal.begin(token, name, file_sha256(claimed),
                                                 self.rules.current.version,
-                                                taken=self._taken_on_disk(Path(name).suffix))
+                                                taken=self._taken_on_disk(split_name(name)[1]))
             if entry.done:               # answered just before a crash: only the filing is left
                 self._file_original(claimed, entry)
                 self._finished(entry, started)
@@ -389,7 +389,7 @@ class Service:
         entry, tmp = running.entry, running.tmp
         target = "outbox" if job.ok else "failed"
         if not job.ok:
-            reason = tmp / f"{entry.stem}{Path(entry.name).suffix}.reason.txt"
+            reason = tmp / f"{entry.stem}{split_name(entry.name)[1]}.reason.txt"
             write_atomic(reason, reason_text(entry.name, job).encode("utf-8"))
             job.outputs.append(reason)
         self._remove_earlier_attempts(entry)
@@ -417,12 +417,12 @@ class Service:
     def _remove_earlier_attempts(self, entry: Entry) -> None:
         """Outputs an interrupted attempt at this very job left in outbox/ or failed/ (the
         stem is this job's alone), and a note from a give-up whose file was then redone."""
-        name, stem = Path(entry.name), entry.stem
+        (own, suffix), stem = split_name(entry.name), entry.stem
         # Named one by one: `a.*` would also take `a.b.quote.json`, another file's quote.
         stale = [self.dirs["outbox"] / f"{stem}{end}" for end in OUTBOX_ENDINGS]
         stale += [self.dirs["failed"] / f"{stem}.errors.xlsx",
-                  self.dirs["failed"] / f"{stem}{name.suffix}.reason.txt",
-                  self.dirs["failed"] / f"{name.stem}-{entry.token}{name.suffix}.reason.txt"]
+                  self.dirs["failed"] / f"{stem}{suffix}.reason.txt",
+                  self.dirs["failed"] / f"{own}-{entry.token}{suffix}.reason.txt"]
         for path in stale:
             path.unlink(missing_ok=True)
 
@@ -451,7 +451,7 @@ class Service:
 
     def _file_original(self, claimed: Path, entry: Entry) -> None:
         folder = self.dirs["archive" if entry.status in ("quoted", "duplicate") else "failed"]
-        suffix = Path(entry.name).suffix
+        suffix = split_name(entry.name)[1]
         dest = folder / f"{entry.stem}{suffix}"
         if dest.exists():                 # put there by hand after the stem was chosen: keep both
             dest = folder / f"{entry.stem}-{entry.token}{suffix}"
@@ -520,7 +520,8 @@ class Service:
         whole or not at all), or, if even that fails, stays in work/ until the next start."""
         name = claimed.name
         self.log.event("error", f"{name}: {type(error).__name__}: {error}", file=name)
-        dest = self.dirs["failed"] / f"{Path(name).stem}-{claimed.parent.name}{Path(name).suffix}"
+        stem, suffix = split_name(name)
+        dest = self.dirs["failed"] / f"{stem}-{claimed.parent.name}{suffix}"
         note = dest.parent / f"{dest.name}.reason.txt"
         try:
             write_atomic(note, (
