@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.commands import limits
+
 HELP = "evaluate a grid of configurations and recommend"
 EXAMPLES = (("sizing sweep case.yaml --gpu H100,A100,L40S --gpu-count 1,2,4,8", "the cheapest setup that fits"),
             ("sizing sweep case.yaml --precision bf16,fp8 --by time -o sweeps/",
              "the fastest, and the ranked table as CSV, xlsx and HTML in sweeps/"))
-EXIT = "0 a recommendation; 1 nothing in the grid fits and meets the targets; 2 an invalid intake or grid."
+EXIT = ("0 a recommendation; 1 nothing in the grid fits and meets the targets; 2 an invalid intake or grid, "
+        "or past the time or memory limit.")
 OBJECTIVES = ("cost", "gpus", "time")      # the keys of engine.calc.sweep.OBJECTIVES
 PROGRESS_AFTER_S = 0.5                     # a bar only for sweeps long enough to wonder about
 
@@ -31,17 +34,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the ranked table as DIR/<stem>.sweep.csv, .xlsx and .html")
     parser.add_argument("--csv", type=Path, default=None, metavar="FILE",
                         help="also write every configuration to this CSV file")
+    limits.add_arguments(parser)
 
 
 def run(args) -> int:
     from engine.calc.ruleset import current_ruleset
+    from engine.problems import SizingError
+    try:
+        ruleset = current_ruleset()
+    except SizingError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return 2
+    box = limits.sandbox(args)
+    try:      # in a process of its own, under the services' limits
+        code = limits.run_limited(box, args.base, ruleset, sweep_one, args)
+    finally:
+        box.close()
+    return 2 if code is None else code
+
+
+def sweep_one(ruleset, args) -> int:
+    """The sweep of one intake, printed (and written with -o); its exit status."""
     from engine.calc.sweep import parse_grid, sweep
     from engine.files import write_atomic
     from engine.job import read_checked
     from engine.problems import SizingError
     from engine.quote.sweep_table import columns, csv_bytes, rows, write_sweep
     try:
-        ruleset = current_ruleset()
         intake = read_checked(args.base, ruleset)
         grid = parse_grid(args.gpu, args.gpu_count, args.precision, ruleset.catalogs)
         result = sweep(intake.values, ruleset, grid, objective=args.by, progress=_progress_bar)
