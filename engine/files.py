@@ -51,6 +51,10 @@ def write_atomic(path: Path, data: bytes, mode: int = NEW_FILE_MODE) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is None:        # a failed write names no file; a full disk's note must say which
+            e.filename = os.fspath(path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
