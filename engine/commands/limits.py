@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -26,14 +27,40 @@ def run_limited(box: Sandbox, source: Path, ruleset, function, *args):
     """`function(ruleset, *args)` in a process of its own under the limits; None when a limit
     stopped it, after saying so on stderr with the flag that moves the limit."""
     from engine.problems import SizingError
+    # The worker writes straight to this process's stdout and stderr (a progress bar stays
+    # live); streams without a file underneath (a caller's capture) are carried back instead.
+    capture = (not _has_file(sys.stdout), not _has_file(sys.stderr))
     try:
-        return box.call(source, ruleset, function, *args)
+        value, out, err = box.call(source, ruleset, _call, function, args, capture)
     except SizingError as e:
         for p in e.problems:
             flag = {"limit.time": "--time-limit-seconds", "limit.memory": "--memory-limit-mb"}.get(p.code)
             hint = f" ({flag} sets the limit)" if flag else ""
             print(f"{source}: {p.message}{hint}", file=sys.stderr)
         return None
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return value
+
+
+def _call(ruleset, function, args: tuple, capture: tuple[bool, bool]):
+    """In the worker: the function's value, and what it printed to streams to carry back."""
+    saved = sys.stdout, sys.stderr
+    buffers = [io.StringIO() if c else None for c in capture]
+    sys.stdout, sys.stderr = (b or s for b, s in zip(buffers, saved))
+    try:
+        value = function(ruleset, *args)
+    finally:
+        sys.stdout, sys.stderr = saved
+    return value, *(b.getvalue() if b else "" for b in buffers)
+
+
+def _has_file(stream) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except (AttributeError, OSError, ValueError):     # io.UnsupportedOperation is both of the last
+        return False
 
 
 def _positive(text: str) -> float:

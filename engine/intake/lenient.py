@@ -37,8 +37,9 @@ def fold(text: Any) -> str:
 
 
 def is_blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not clean(value)) or \
-        (isinstance(value, float) and math.isnan(value))
+    """None or empty text. NaN is not blank: `.nan` (YAML) or `NaN` (JSON) is refused like any
+    other value that is not a number, not quoted as if the field were left out."""
+    return value is None or (isinstance(value, str) and not clean(value))
 
 
 def parse_number(value: Any, measure: str = "count", scale: float = 1.0) -> float:
