@@ -229,3 +229,38 @@ def test_long_names_refused_characters_and_names_that_collide_once_shortened_are
         assert len(path.name.encode()) <= 255 and not set('<>:"\\|?*') & set(path.name), path.name
     assert any(p.name.endswith(".errors.xlsx") for p in (root / "failed").iterdir())
     assert "Errno" not in (root / ".sizing-log.jsonl").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- links, pipes and devices
+
+def test_links_pipes_and_devices_are_moved_aside_with_a_note_never_followed_or_opened(start, tmp_path):
+    import stat
+    root = tmp_path / "svc"
+    w = running(start, root)
+    secret = tmp_path / "secret.yaml"           # a valid intake the service must never read via a link
+    secret.write_bytes(valid_yaml(7))
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    os.symlink(secret, staging / "link.yaml")
+    os.symlink(tmp_path / "gone.yaml", staging / "dangling.yaml")
+    os.symlink(tmp_path, staging / "folder-link.xlsx")
+    os.mkfifo(staging / "pipe.xlsx")
+    specials = ["link.yaml", "dangling.yaml", "folder-link.xlsx", "pipe.xlsx"]
+    if os.geteuid() == 0:                       # only root may make a device node
+        os.mknod(staging / "device.yaml", 0o600 | stat.S_IFCHR, os.makedev(1, 3))   # /dev/null's
+        specials.append("device.yaml")
+    for name in specials:
+        os.rename(staging / name, root / "inbox" / name)
+    drop(root, {"plain.yaml": valid_yaml(8)})
+    names = [*specials, "plain.yaml"]
+    wait_for(lambda: idle(root, names), 60, "every entry answered", w)
+    assert w.stop() == 0
+    ended = check_folder(root, names)
+    assert ended == {**dict.fromkeys(specials, "failed"), "plain.yaml": "archive"}
+    assert os.readlink(root / "failed" / "link.yaml") == str(secret)         # moved as itself
+    assert stat.S_ISFIFO(os.lstat(root / "failed" / "pipe.xlsx").st_mode)
+    assert not list((root / "outbox").glob("link*")) and secret.read_bytes() == valid_yaml(7)
+    for name, kind in [("link.yaml", "a symbolic link"), ("pipe.xlsx", "a named pipe (FIFO)")]:
+        note = (root / "failed" / f"{name}.reason.txt").read_text(encoding="utf-8")
+        assert f"{name} is {kind}, not a file: the service does not follow links" in note
+        assert any(r.get("event") == "refused" and r.get("file") == name for r in log_records(root))

@@ -56,7 +56,8 @@ class WorkArea:
         for folder in sorted(self.dir.iterdir()):
             if folder.name.startswith(".") or not folder.is_dir():
                 continue
-            files = [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()]
+            files = [p for p in folder.iterdir()      # a claimed link or pipe too, never followed
+                     if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir())]
             if files:
                 found.append(files[0])
             else:                     # the original was filed just before a crash
