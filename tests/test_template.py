@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -83,8 +84,13 @@ def test_lists_hold_catalog_gpus_and_models_in_a_hidden_sheet(generated):
     assert lists.sheet_state == "hidden"
     column = {lists.cell(1, c).value: [lists.cell(r, c).value for r in range(2, lists.max_row + 1)]
               for c in range(4, lists.max_column + 1)}
-    assert [g for g in column["gpu"] if g] == [name for _, name in catalogs().gpu_choices()]
+    assert [g for g in column["gpu"] if g] == [FORM.catalog_name(name, lang) for _, name in catalogs().gpu_choices()]
     assert column["model"][0] == FORM.text("custom_model", lang)
+    if lang != "en":                 # whole in the language: no English words, no half-width brackets
+        shown = [v for values in column.values() for v in values if isinstance(v, str)]
+        assert "H100 NVL（每張 GPU）" in shown or "H100 NVL（每张 GPU）" in shown
+        assert [v for v in shown if re.search(r"[()]|per GPU|edge module|generation|cased", v)] == []
+        assert wb.sheetnames[0] == FORM.sheet("intake", lang) == "需求表"
     assert [w for w in column["workload"] if w] == [localized(c.label, lang) for c in FORM.choices["workload"]]
 
 
