@@ -34,12 +34,7 @@ def run(args) -> int:
         print(f"{args.key}: no rule or input has this name{did_you_mean(args.key, ruleset.rules)}",
               file=sys.stderr)
         return 2
-    box = limits.sandbox(args)
-    try:      # in a process of its own, under the services' limits
-        code = limits.run_limited(box, args.input, ruleset, explain_one, args)
-    finally:
-        box.close()
-    return 2 if code is None else code
+    return limits.run_one(args, args.input, ruleset, explain_one)      # in a process of its own, under the limits
 
 
 def explain_one(ruleset, args) -> int:

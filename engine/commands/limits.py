@@ -23,6 +23,17 @@ def sandbox(args) -> Sandbox:
     return Sandbox(Limits(args.time_limit_seconds, args.memory_limit_mb))
 
 
+def run_one(args, source: Path, ruleset, function) -> int:
+    """A command's whole work on one input, `function(ruleset, args)` → exit status, under the
+    limits; 2 when a limit stopped it."""
+    box = sandbox(args)
+    try:
+        code = run_limited(box, source, ruleset, function, args)
+    finally:
+        box.close()
+    return 2 if code is None else code
+
+
 def run_limited(box: Sandbox, source: Path, ruleset, function, *args):
     """`function(ruleset, *args)` in a process of its own under the limits; None when a limit
     stopped it, after saying so on stderr with the flag that moves the limit."""

@@ -46,12 +46,7 @@ def run(args) -> int:
         for p in e.problems:
             print(p, file=sys.stderr)
         return 2
-    box = limits.sandbox(args)
-    try:      # in a process of its own, under the services' limits
-        code = limits.run_limited(box, args.base, ruleset, sweep_one, args)
-    finally:
-        box.close()
-    return 2 if code is None else code
+    return limits.run_one(args, args.base, ruleset, sweep_one)      # in a process of its own, under the limits
 
 
 def sweep_one(ruleset, args) -> int:
