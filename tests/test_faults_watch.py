@@ -276,3 +276,33 @@ def test_links_pipes_and_devices_are_moved_aside_with_a_note_never_followed_or_o
         note = (root / "failed" / f"{name}.reason.txt").read_text(encoding="utf-8")
         assert f"{name} is {kind}, not a file: the service does not follow links" in note
         assert any(r.get("event") == "refused" and r.get("file") == name for r in log_records(root))
+
+
+# ---------------------------------------------------------------- formulas dropped into the inbox
+
+def test_formulas_in_dropped_workbooks_never_reach_an_output(start, tmp_path):
+    """A link formula in the Customer cell (saved with its result, as LibreOffice saves it) is
+    refused at its cell; a calculated GPU count counts by its saved result, and the DDE call
+    beside the form reaches the quote workbook as its value."""
+    from openpyxl import load_workbook
+    from test_intake_kit import BASE, filled, with_cached_formula
+    from test_intake_values import DDE, LINK, cached_dde, formulas_in
+    build = tmp_path / "build"
+    build.mkdir()
+    link = with_cached_formula(filled(build, BASE, typed={"customer": LINK}, name="l.xlsx"),
+                               build / "link.xlsx", LINK[1:], "click me")
+    counted = filled(build, BASE, typed={"gpu_count": "=4*2"}, name="c.xlsx")
+    wb = load_workbook(counted)
+    wb["Intake"]["H2"] = DDE
+    wb.save(counted)
+    counted = cached_dde(with_cached_formula(counted, build / "c2.xlsx", "4*2", "8"), build / "counted.xlsx")
+    root = tmp_path / "svc"
+    w = running(start, root)
+    drop(root, {"link.xlsx": link.read_bytes(), "counted.xlsx": counted.read_bytes()})
+    wait_for(lambda: idle(root, ["link.xlsx", "counted.xlsx"]), 60, "both workbooks", w)
+    assert w.stop() == 0
+    assert check_folder(root, ["link.xlsx", "counted.xlsx"]) == {"link.xlsx": "failed", "counted.xlsx": "archive"}
+    reason = (root / "failed" / "link.xlsx.reason.txt").read_text(encoding="utf-8")
+    assert f"Customer holds a formula ({LINK}); only number fields may be calculated" in reason
+    assert formulas_in(root / "outbox" / "counted.quote.xlsx") == []
+    assert load_workbook(root / "outbox" / "counted.quote.xlsx")["Intake"]["H2"].value == 0
