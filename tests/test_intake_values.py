@@ -178,3 +178,10 @@ def test_control_characters_never_reach_a_page_a_workbook_or_json(tmp_path):
     with zipfile.ZipFile(tmp_path / "bell.quote.xlsx") as z:
         text = "".join(z.read(n).decode("utf-8") for n in z.namelist() if n.endswith(".xml"))
     assert "Acme Co[31m red gnp.exe" in text and not controls.search(text) and "_x001b_" not in text
+
+
+def test_control_characters_in_a_key_never_reach_a_note(tmp_path):
+    (tmp_path / "key.yaml").write_text(yaml_with("gpu_count: 8\n\"gpu\\a\\e[2J_cuont\": 8"), encoding="utf-8")
+    proc = sizing("quote", tmp_path / "key.yaml", "-o", tmp_path)
+    assert proc.returncode == 2 and "gpu[2J_cuont" in proc.stderr, proc.stderr
+    assert "\x07" not in proc.stderr and "\x1b" not in proc.stderr

@@ -114,6 +114,8 @@ def test_past_the_memory_limit_the_same(ruleset, tmp_path, endless):
     from engine.services.watch.reasons import reason_text
     note = reason_text("endless.xlsx", job)           # names the rule set it was read under
     assert job.ruleset_version == ruleset.version and note.endswith(f"Rule set {ruleset.version}.\n")
+    job.ruleset_version = ""                          # no rule set known: no footer, never "Rule set -."
+    assert "Rule set" not in reason_text("endless.xlsx", job)
 
 
 def test_a_quote_process_killed_from_outside_is_reported_not_lost(ruleset, tmp_path, endless):

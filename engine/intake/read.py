@@ -27,8 +27,9 @@ def read(path: Path) -> Intake:
         intake = read_workbook(path)
     else:
         raise _not_an_intake(path)
-    intake.values = {key: printable(value) for key, value in intake.values.items()}
-    intake.raw = {key: printable(value) for key, value in intake.raw.items()}
+    intake.values = {printable(key): printable(value) for key, value in intake.values.items()}
+    intake.raw = {printable(key): printable(value) for key, value in intake.raw.items()}
+    intake.sources = {printable(key): where for key, where in intake.sources.items()}
     return intake
 
 

@@ -53,7 +53,8 @@ def reason_text(name: str, job) -> str:
     if errors:
         lines.append(notes["workbook"].format(errors=errors[0]))
     lines.append(notes["tell" if ours else "again"])
-    lines += ["", notes["footer"].format(ruleset=job.ruleset_version or "-")]
+    if job.ruleset_version:                # unknown when no rule set was loaded: said by nothing, not "-"
+        lines += ["", notes["footer"].format(ruleset=job.ruleset_version)]
     return "\n".join(lines) + "\n"
 
 
