@@ -63,3 +63,16 @@ def test_a_name_of_83_chinese_characters_is_quoted_under_a_short_stem(tmp_path):
     assert len(written) == 3 and all(len(n.encode()) <= 255 for n in written), written
     stem = written[0].split(".")[0]
     assert stem.startswith("客戶需求估算表") and len(stem.rpartition("-")[2]) == 8     # the short hash
+
+
+def test_a_reader_that_goes_away_stops_the_quotes_quietly(tmp_path):
+    """`sizing quote a b | head -1`: the second input's process finds the pipe closed; the command
+    stops as Unix tools do, without blaming the file."""
+    from engine.cli import BROKEN_PIPE
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "quote", SEED, SEED.with_suffix(".xlsx"),
+                             "-o", tmp_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=180) == BROKEN_PIPE, err
+    assert "stopped unexpectedly" not in err and "Traceback" not in err

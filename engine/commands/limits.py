@@ -42,13 +42,15 @@ def run_limited(box: Sandbox, source: Path, ruleset, function, *args):
     # live); streams without a file underneath (a caller's capture) are carried back instead.
     capture = (not _has_file(sys.stdout), not _has_file(sys.stderr))
     try:
-        value, out, err = box.call(source, ruleset, _call, function, args, capture)
+        value, out, err, reader_gone = box.call(source, ruleset, _call, function, args, capture)
     except SizingError as e:
         for p in e.problems:
             flag = {"limit.time": "--time-limit-seconds", "limit.memory": "--memory-limit-mb"}.get(p.code)
             hint = f" ({flag} sets the limit)" if flag else ""
             print(f"{source}: {p.message}{hint}", file=sys.stderr)
         return None
+    if reader_gone:               # `sizing quote a b | head -1`: stopped quietly, as by the command itself
+        raise BrokenPipeError
     sys.stdout.write(out)
     sys.stderr.write(err)
     return value
@@ -59,11 +61,15 @@ def _call(ruleset, function, args: tuple, capture: tuple[bool, bool]):
     saved = sys.stdout, sys.stderr
     buffers = [io.StringIO() if c else None for c in capture]
     sys.stdout, sys.stderr = (b or s for b, s in zip(buffers, saved))
+    value, reader_gone = None, False
     try:
         value = function(ruleset, *args)
+        sys.stdout.flush()            # here, so that a reader gone away is seen, not swallowed later
+    except BrokenPipeError:
+        reader_gone = True
     finally:
         sys.stdout, sys.stderr = saved
-    return value, *(b.getvalue() if b else "" for b in buffers)
+    return value, *(b.getvalue() if b else "" for b in buffers), reader_gone
 
 
 def _has_file(stream) -> bool:
