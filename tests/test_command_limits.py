@@ -3,6 +3,7 @@ real `sizing` processes on real files."""
 
 import subprocess
 import sys
+import time
 
 import pytest
 from support.faults import endless_workbook
@@ -36,10 +37,15 @@ def test_past_the_memory_limit_a_plain_sentence_and_exit_2(command, endless, tmp
 
 
 def test_past_the_time_limit_the_same_and_the_next_input_is_still_quoted(endless, tmp_path):
-    proc = sizing("quote", endless, SEED, "-o", tmp_path, "--time-limit-seconds", "1.5",
+    # The limit from a baseline measured now: a whole `sizing quote` of the seed, thrice over, so
+    # that the seed itself fits under it on a busy machine (the endless workbook never finishes).
+    started = time.monotonic()
+    assert sizing("quote", SEED, "-o", tmp_path / "baseline").returncode == 0
+    limit = round(max(1.5, 3 * (time.monotonic() - started)), 1)
+    proc = sizing("quote", endless, SEED, "-o", tmp_path, "--time-limit-seconds", str(limit),
                   "--memory-limit-mb", "8000")
     assert proc.returncode == 2, proc.stderr
-    assert (f"{endless}: this workbook took longer than 1.5 s to read — is it the sizing intake? "
+    assert (f"{endless}: this workbook took longer than {limit:g} s to read — is it the sizing intake? "
             "(--time-limit-seconds sets the limit)") in proc.stderr
     assert (tmp_path / "seed002-bert-base-8xv100.quote.json").is_file()      # the next one went on
     assert "Traceback" not in proc.stderr
