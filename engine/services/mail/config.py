@@ -69,6 +69,10 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("policy", "max_message_mb"): ((int, float), 25, "larger messages are refused unread"),
     ("policy", "max_attachment_mb"): ((int, float), 10, "larger attachments are refused undecoded"),
     ("policy", "max_attachments"): (int, 10, "intake attachments quoted per message"),
+    ("policy", "reviewer"): (str, "", "who looks at a request the service could not answer, as the "
+                             "sender reads it (default: the [smtp] from address)"),
+    ("policy", "review_hours"): ((int, float), 24, "within how many hours the reviewer looks; the "
+                                 "sender is told"),
     ("policy", "language"): (str, "en", "language of replies that have no intake to follow"),
     ("policy", "time_limit_seconds"): ((int, float), 30, "longest one attachment may take to quote; "
                                        "past it the reply says so and the mail is filed as failed"),
@@ -125,6 +129,8 @@ class MailConfig:
     time_limit_seconds: float
     memory_limit_mb: float
     oauth2: OAuthConfig | None = None
+    reviewer: str = ""
+    review_hours: float = 24
 
 
 def load_config(path: Path, environ: dict | None = None, secrets: bool = True) -> MailConfig:
@@ -224,7 +230,7 @@ def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
             problems.append(where.problem("policy", "allow", f"{entry!r} is neither an address "
                                           "(name@domain) nor a domain (example.com, *.example.com)."))
     for key in ("poll_seconds", "max_message_mb", "max_attachment_mb", "max_attachments",
-                "rate_limit_per_hour", "time_limit_seconds", "memory_limit_mb"):
+                "rate_limit_per_hour", "time_limit_seconds", "memory_limit_mb", "review_hours"):
         if v["policy", key] <= 0:
             problems.append(where.problem("policy", key, f"{key} must be greater than 0."))
     if len({v["imap", "folder"], v["imap", "processed_folder"], v["imap", "failed_folder"]}) < 3:
@@ -319,7 +325,9 @@ def _build(path: Path, v: dict) -> MailConfig:
         work_dir=beside_config(v["service", "work_dir"]) if v["service", "work_dir"] else None,
         status_file=beside_config(v["service", "status_file"]),
         time_limit_seconds=float(v["policy", "time_limit_seconds"]),
-        memory_limit_mb=float(v["policy", "memory_limit_mb"]), oauth2=oauth2)
+        memory_limit_mb=float(v["policy", "memory_limit_mb"]), oauth2=oauth2,
+        reviewer=v["policy", "reviewer"] or v["smtp", "from"],
+        review_hours=float(v["policy", "review_hours"]))
 
 
 def _unknown(section: str, key: str) -> str:

@@ -22,7 +22,7 @@ from engine.services.mail.config import MailConfig, ServerConfig, load_config
 from engine.services.mail.oauth import TokenError, TokenSource, sasl_response
 from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
                                           might_have_attachment, read_envelope, read_message)
-from engine.services.mail.reply import (Outcome, failure_note, failure_reply, quote_reply,
+from engine.services.mail.reply import (Outcome, Review, failure_note, failure_reply, quote_reply,
                                         refusal_reply, template_reply)
 from engine.services.mail.state import Decision, MailState, service_running
 
@@ -124,6 +124,7 @@ class MailService:
         self.limits = Limits(config.time_limit_seconds, config.memory_limit_mb)
         self.sandbox = Sandbox(self.limits)
         self.quote = quote or self._quote_with_current_rules
+        self.review = Review(config.reviewer, config.review_hours)
         self.health = Health(longest=LONGEST_PAUSE)
         self.imap = None
         self.stopping = self.waiting = False
@@ -323,8 +324,7 @@ class MailService:
         if not envelope.auto_reason and is_allowed(envelope.sender, cfg.allow):
             try:
                 reply = failure_reply(envelope, "internal", {"detail": error.split(":")[0]},
-                                      sender=cfg.sender, lang=cfg.language,
-                                      failed_folder=cfg.failed_folder)
+                                      sender=cfg.sender, lang=cfg.language, review=self.review)
                 self._plan(envelope, reply, cfg.failed_folder, reason)
                 return
             except Exception:  # noqa: BLE001 — then it is filed without a reply
@@ -338,7 +338,7 @@ class MailService:
         if size > cfg.max_message_bytes:             # refused by size before a byte of body is read
             params = {"mb": megabytes(size), "limit_mb": megabytes(cfg.max_message_bytes)}
             return (failure_reply(envelope, "too_big", params, sender=cfg.sender, lang=cfg.language,
-                                  failed_folder=cfg.failed_folder),
+                                  review=self.review),
                     cfg.failed_folder, f"message too big ({params['mb']} MB)")
         if not might_have_attachment(meta.get(b"BODYSTRUCTURE")):
             return self._template(envelope, []), cfg.processed_folder, "no attachment"
@@ -352,16 +352,16 @@ class MailService:
         if incoming.damaged:
             params = {"mb": megabytes(len(raw)), "limit_mb": megabytes(cfg.max_message_bytes)}
             return (failure_reply(envelope, incoming.damaged, params, sender=cfg.sender,
-                                  lang=cfg.language, failed_folder=cfg.failed_folder),
+                                  lang=cfg.language, review=self.review),
                     cfg.failed_folder, f"message unreadable ({incoming.damaged})")
         if not incoming.attachments and not incoming.refused:
             return self._template(envelope, incoming.ignored), cfg.processed_folder, "no intake attached"
         # The reply carries the quote files, so it is composed before their folder goes away.
         with tempfile.TemporaryDirectory(prefix="sizing-mail-", dir=cfg.work_dir) as tmp:
             outcomes = self._quote_all(incoming, Path(tmp))
-            reply = quote_reply(envelope, outcomes, sender=cfg.sender,
-                                failed_folder=cfg.failed_folder, ignored=incoming.ignored)
-        bad = [f"{o.name}: {o.status}" for o in outcomes if o.status in ("failed", "refused")]
+            reply = quote_reply(envelope, outcomes, sender=cfg.sender, review=self.review,
+                                ignored=incoming.ignored, lang=cfg.language)
+        bad = [f"{o.name}: {_why(o)}" for o in outcomes if o.status in ("failed", "refused")]
         return (reply, cfg.failed_folder if bad else cfg.processed_folder,
                 "; ".join(bad) or ", ".join(f"{o.name}: {o.status}" for o in outcomes))
 
@@ -610,6 +610,17 @@ class _Sasl:
     def __call__(self, challenge=None) -> str:
         first, self.first = self.first, None
         return first if first is not None else self.after
+
+
+def _why(outcome: Outcome) -> str:
+    """Why an attachment was not quoted, for the note filed beside the request."""
+    if outcome.refusal is not None:
+        params = ", ".join(f"{k} {v}" for k, v in outcome.refusal.params.items())
+        return f"not read ({outcome.refusal.code.replace('_', ' ')}{f': {params}' if params else ''})"
+    problems = getattr(outcome.job, "problems", None) or []
+    if problems:
+        return f"could not be quoted: {problems[0].where}: {problems[0].message}"
+    return f"could not be quoted: internal error ({outcome.detail or 'no detail'})"
 
 
 def _text(answer) -> str:
