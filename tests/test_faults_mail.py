@@ -126,6 +126,47 @@ def test_dovecot_stopped_and_started_again_mid_run(own_dovecot, smtp_sink, tmp_p
     box.close()
 
 
+def test_after_a_long_outage_replies_follow_within_the_capped_pause(own_dovecot, smtp_sink,
+                                                                     tmp_path, monkeypatch):
+    """Dovecot down for 20 s: uncapped doubling would wait 16 s more after it returns; the
+    pause stops growing at 10 s, the status says the real next try, and with IDLE the
+    reply to a mail sent after the return follows within that pause plus a normal reply's time
+    (measured first, in this test)."""
+    from datetime import datetime
+
+    from support.mailservers import PASSWORD, Mailbox
+    promised = 10             # issue 26: replies within ~10 s of a server's return, any outage
+    monkeypatch.setenv("SIZING_IMAP_PASSWORD", PASSWORD)
+    box = Mailbox(own_dovecot, smtp_sink, tmp_path)
+    box.configure(idle=True, poll_seconds=30)
+    service = serve(box)
+    try:
+        wait_for(lambda: said(box).get("state") == "running", 60, "the start", service)
+        box.deliver(asking(1))
+        start = time.time()
+        wait_for(replies(box, 1), 60, "the first reply", service)
+        normal = box.sink.received[0]["at"] - start
+        own_dovecot.halt()
+        down = time.monotonic()
+        gaps = []
+        while time.monotonic() - down < 20:
+            status = said(box)
+            if status.get("state") == "degraded":
+                gaps.append((datetime.fromisoformat(status["degraded"]["next_try"]) -
+                             datetime.fromisoformat(status["updated"])).total_seconds())
+            time.sleep(0.2)
+        assert gaps and max(gaps) <= promised + 1             # ISO times are whole seconds
+        own_dovecot.resume()
+        back = time.time()
+        box.client = own_dovecot.client(box.user)
+        box.deliver(asking(2))
+        wait_for(replies(box, 2), 60, "the reply after the outage", service)
+        assert box.sink.received[1]["at"] - back <= promised + normal + 1
+    finally:
+        assert stop(service) == 0
+    box.close()
+
+
 def test_a_connection_cut_in_the_middle_of_a_fetch_still_gets_one_reply(mailbox):
     cable = Cable(mailbox.dovecot.port)
     mailbox.configure(poll_seconds=0.5, imap_port=cable.port)
