@@ -197,6 +197,9 @@ def test_a_refused_login_is_said_in_the_status(mailbox):
     finally:
         assert stop(service) == 0
     assert said(mailbox)["state"] == "stopped" and shown_status(mailbox).returncode == 1
+    once = sizing_mail(mailbox, "--once", SIZING_IMAP_PASSWORD="wrong")      # the same sentence
+    assert once.returncode == 1 and "refused the login for" in once.stderr
+    assert "LoginError" not in once.stderr and "AUTHENTICATIONFAILED" not in once.stderr
 
 
 # ---------------------------------------------------------------- SMTP
