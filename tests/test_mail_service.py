@@ -404,7 +404,8 @@ def test_a_password_protected_workbook_is_explained(mailbox):
     reply = only_reply(mailbox)["message"]
     assert "== locked.xlsx: Could not be quoted ==" in text(reply)
     assert "password" in text(reply).lower()
-    assert "locked.xlsx: failed" in failed_note(mailbox)
+    assert "locked.xlsx: could not be quoted: " in failed_note(mailbox)      # with the reason:
+    assert "password-protected" in failed_note(mailbox)
 
 
 def test_a_file_that_is_not_a_workbook_fails_cleanly(mailbox):
