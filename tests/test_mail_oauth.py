@@ -110,16 +110,23 @@ def test_a_token_past_its_lifetime_is_renewed_before_it_is_refused(box, monkeypa
     assert len(authority.refused) == refused
 
 
+def microsoft_app(box, monkeypatch, client_id: str, secret: str, given: str) -> None:
+    """An app registration with `secret` whose service principal has the box's mailbox; the
+    service is configured with the secret `given`."""
+    authority = box.dovecot.authority
+    endpoint = authority.https_url()
+    authority.apps[client_id] = (secret, box.user)
+    monkeypatch.setenv("M365_CLIENT_SECRET", given)
+    box.configure(oauth2={"provider": "microsoft", "tenant": "contoso.onmicrosoft.com",
+                          "client_id": client_id, "client_secret_env": "M365_CLIENT_SECRET",
+                          "endpoint": endpoint, "ca_file": str(authority.ca_file)})
+
+
 def test_microsoft_365_client_credentials(box, monkeypatch):
     """The app's own token from the tenant's token endpoint (msal, over TLS with the authority's
     private CA), for the mailbox its Exchange service principal was given."""
     authority = box.dovecot.authority
-    endpoint = authority.https_url()
-    authority.apps["app-123"] = ("s3cret~value", box.user)
-    monkeypatch.setenv("M365_CLIENT_SECRET", "s3cret~value")
-    box.configure(oauth2={"provider": "microsoft", "tenant": "contoso.onmicrosoft.com",
-                          "client_id": "app-123", "client_secret_env": "M365_CLIENT_SECRET",
-                          "endpoint": endpoint, "ca_file": str(authority.ca_file)})
+    microsoft_app(box, monkeypatch, "app-123", "s3cret~value", "s3cret~value")
     box.deliver(asking(1))
     box.poll()
     answered(box)
@@ -127,13 +134,7 @@ def test_microsoft_365_client_credentials(box, monkeypatch):
 
 
 def test_a_wrong_microsoft_secret_is_named_without_a_traceback(box, monkeypatch):
-    authority = box.dovecot.authority
-    endpoint = authority.https_url()
-    authority.apps["app-456"] = ("right", box.user)
-    monkeypatch.setenv("M365_CLIENT_SECRET", "wrong")
-    box.configure(oauth2={"provider": "microsoft", "tenant": "contoso.onmicrosoft.com",
-                          "client_id": "app-456", "client_secret_env": "M365_CLIENT_SECRET",
-                          "endpoint": endpoint, "ca_file": str(authority.ca_file)})
+    microsoft_app(box, monkeypatch, "app-456", "right", "wrong")
     box.deliver(asking(1))
     once = sizing_mail(box, "--once")
     assert once.returncode == 1
