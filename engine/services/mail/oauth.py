@@ -1,11 +1,13 @@
-"""OAuth 2.0 access tokens for IMAP and SMTP sign-in: from a command, Microsoft 365 or Google Workspace."""
+"""OAuth 2.0 sign-in to IMAP and SMTP: access tokens from a command, Microsoft 365 or Google Workspace."""
 
 from __future__ import annotations
 
 import calendar
 import json
 import os
+import logging
 import shlex
+import smtplib
 import subprocess
 import threading
 import time
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.services.health import Unavailable
+
+log = logging.getLogger(__name__)
 
 PROVIDERS = ("command", "microsoft", "google")
 MECHANISMS = ("xoauth2", "oauthbearer")
@@ -52,12 +56,68 @@ def read_secret(env: str, file: str, environ) -> str:
     return Path(file).read_text(encoding="utf-8").strip()
 
 
-def sasl_response(mechanism: str, user: str, token: str) -> str:
-    """The client's first SASL message: XOAUTH2 (Google, Microsoft) or OAUTHBEARER (RFC 7628)."""
-    if mechanism == "oauthbearer":
-        identity = user.replace("=", "=3D").replace(",", "=2C")
-        return f"n,a={identity},\x01auth=Bearer {token}\x01\x01"
-    return f"user={user}\x01auth=Bearer {token}\x01\x01"
+class OAuthSignIn:
+    """Signs in to IMAP and SMTP with an access token; when a server refuses a token that was
+    not new, once more with a new one (it may have expired or been revoked early)."""
+
+    def __init__(self, config: OAuthConfig):
+        self.config = config
+        self.sources: dict[str, TokenSource] = {}        # by mailbox: Google's tokens are per user
+
+    def imap(self, client, user: str) -> None:
+        mechanism = self.config.mechanism
+        self._with_token(user, lambda token: client.sasl_login(mechanism.upper(),
+                                                               Sasl(mechanism, user, token)))
+
+    def smtp(self, smtp: smtplib.SMTP, user: str) -> None:
+        mechanism = self.config.mechanism
+        smtp.ehlo_or_helo_if_needed()
+        self._with_token(user, lambda token: smtp.auth(mechanism.upper(), Sasl(mechanism, user, token),
+                                                       initial_response_ok=True))
+
+    def hint(self) -> str:
+        """What to check when a provider issues tokens that the mail servers refuse."""
+        if self.config.provider == "microsoft":
+            return ("in Microsoft 365, does the app have IMAP.AccessAsApp and SMTP.SendAsApp, and "
+                    "was its Exchange service principal given FullAccess to this mailbox? "
+                    "(docs/mail.md)")
+        if self.config.provider == "google":
+            return ("in Google Workspace, is domain-wide delegation granted to the client for "
+                    "https://mail.google.com/, and is IMAP on for the mailbox? (docs/mail.md)")
+        return "does the token_command print a token for this mailbox? (docs/mail.md)"
+
+    def _with_token(self, user: str, sign_in) -> None:
+        from imapclient.exceptions import LoginError
+        source = self.sources.get(user)
+        if source is None:
+            source = self.sources[user] = TokenSource(self.config, user)
+        fetched = source.fetched
+        try:
+            sign_in(source.token())
+            return
+        except (LoginError, smtplib.SMTPAuthenticationError) as e:
+            if source.fetched != fetched:          # the token was new already: no use asking again
+                raise
+            log.info("the server refused the access token (%s); fetching a new one", str(e)[:120])
+        sign_in(source.token(fresh=True))
+
+
+class Sasl:
+    """The client's side of XOAUTH2 (Google, Microsoft) and OAUTHBEARER (RFC 7628): the token
+    first; to an error challenge, the empty answer the mechanisms ask for, so the server ends
+    with its refusal."""
+
+    def __init__(self, mechanism: str, user: str, token: str):
+        if mechanism == "oauthbearer":
+            identity = user.replace("=", "=3D").replace(",", "=2C")
+            self.first = f"n,a={identity},\x01auth=Bearer {token}\x01\x01"
+        else:
+            self.first = f"user={user}\x01auth=Bearer {token}\x01\x01"
+        self.after = "\x01" if mechanism == "oauthbearer" else ""
+
+    def __call__(self, challenge=None) -> str:
+        first, self.first = self.first, None
+        return first if first is not None else self.after
 
 
 class TokenSource:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from engine.problems import SizingError, report
 from engine.services.health import Health, Unavailable, blocked_error, fault_text
+from engine.services.log import iso_time
 from engine.services.mail.config import MailConfig, ServerConfig, load_config
-from engine.services.mail.oauth import TokenError, TokenSource, sasl_response
 from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
                                           might_have_attachment, read_envelope, read_message)
+from engine.services.mail.oauth import OAuthSignIn, TokenError
 from engine.services.mail.reply import (Outcome, Review, failure_note, failure_reply, quote_reply,
                                         refusal_reply, template_reply)
 from engine.services.mail.state import Decision, MailState, service_running
@@ -164,7 +165,7 @@ class MailService:
         self.refusals: deque = deque(maxlen=REFUSALS_KEPT)
         self.imap = None
         self.stopping = self.waiting = False
-        self._token_sources: dict[str, TokenSource] = {}
+        self.oauth = OAuthSignIn(config.oauth2) if config.oauth2 else None
 
     def serve(self) -> None:
         """Poll until stopped; a server that is down is retried with growing pauses, never fatal."""
@@ -188,7 +189,7 @@ class MailService:
 
     def write_status(self, state: str | None = None) -> None:
         """The status file: running or degraded (and why), replies waiting, the rule set."""
-        from engine.services.log import iso_time, write_status
+        from engine.services.log import write_status
         c = self.config
         try:
             write_status(c.status_file, {
@@ -219,7 +220,7 @@ class MailService:
         if isinstance(error, LoginError):
             if imap.oauth:
                 return "imap", (f"{server} refused the OAuth 2.0 sign-in for {imap.user}, also with "
-                                f"a new token ({_text(str(error))[:200]}); {self._oauth_hint()}")
+                                f"a new token ({_text(str(error))[:200]}); {self.oauth.hint()}")
             return "imap", (f"{server} refused the login for {imap.user} (is the password in "
                             f"{imap.password_env} right?)")
         if isinstance(error, imaplib.IMAP4.error) and not isinstance(error, imaplib.IMAP4.abort):
@@ -485,7 +486,6 @@ class MailService:
         """Send the recorded reply (the same bytes and Message-ID on every try). None if it
         waits for a later pass; raises SmtpUnavailable when the server takes no mail at all."""
         smtp_server = f"the SMTP server {self.config.smtp.host}:{self.config.smtp.port}"
-        from engine.services.log import iso_time
         self.sending = {"to": decision.recipient, "since": iso_time(time.time())}
         self.write_status()                   # a server that says nothing is seen waiting here
         try:
@@ -532,7 +532,6 @@ class MailService:
 
     def _refusal(self, answer: str, what: str) -> None:
         """Keep the server's refusal for the status: a 550 that is retried must still be seen."""
-        from engine.services.log import iso_time
         self.refusals.append({"at": iso_time(time.time()), "answer": answer[:200], "what": what})
 
     def _refused(self, decision: Decision, answer: str) -> Decision | None:
@@ -585,9 +584,7 @@ class MailService:
             if c.security == "starttls":
                 client.starttls(context)
             if c.oauth:
-                self._with_token(c.user, lambda token: client.sasl_login(
-                    self.config.oauth2.mechanism.upper(), _Sasl(self.config.oauth2.mechanism,
-                                                               c.user, token)))
+                self.oauth.imap(client, c.user)
             else:
                 client.login(c.user, c.password())
             for folder in (self.config.processed_folder, self.config.failed_folder):
@@ -598,33 +595,6 @@ class MailService:
             raise
         self.imap = client
         return client
-
-    def _with_token(self, user: str, sign_in):
-        """Sign in with the current token; if the server refuses it, once more with a new one
-        (it may have expired or been revoked early)."""
-        source = self._token_sources.get(user)
-        if source is None:
-            source = self._token_sources[user] = TokenSource(self.config.oauth2, user)
-        from imapclient.exceptions import LoginError
-        fetched = source.fetched
-        try:
-            return sign_in(source.token())
-        except (LoginError, smtplib.SMTPAuthenticationError) as e:
-            if source.fetched != fetched:          # the token was new already: no use asking again
-                raise
-            log.info("the server refused the access token (%s); fetching a new one", _text(str(e))[:120])
-        return sign_in(source.token(fresh=True))
-
-    def _oauth_hint(self) -> str:
-        provider = self.config.oauth2.provider
-        if provider == "microsoft":
-            return ("in Microsoft 365, does the app have IMAP.AccessAsApp and SMTP.SendAsApp, and "
-                    "was its Exchange service principal given FullAccess to this mailbox? "
-                    "(docs/mail.md)")
-        if provider == "google":
-            return ("in Google Workspace, is domain-wide delegation granted to the client for "
-                    "https://mail.google.com/, and is IMAP on for the mailbox? (docs/mail.md)")
-        return "does the token_command print a token for this mailbox? (docs/mail.md)"
 
     def _disconnect(self) -> None:
         if self.imap is not None:
@@ -666,11 +636,8 @@ class MailService:
             if c.security == "starttls":
                 smtp.starttls(context=context)
             if c.oauth:
-                smtp.ehlo_or_helo_if_needed()
-                mechanism = self.config.oauth2.mechanism
                 try:
-                    self._with_token(c.user, lambda token: smtp.auth(
-                        mechanism.upper(), _Sasl(mechanism, c.user, token), initial_response_ok=True))
+                    self.oauth.smtp(smtp, c.user)
                 except TokenError as e:
                     raise SmtpUnavailable(f"cannot sign in to the SMTP server {c.host}:{c.port}: "
                                           f"{e}") from None
@@ -679,26 +646,13 @@ class MailService:
                     raise SmtpUnavailable(
                         f"the SMTP server {c.host}:{c.port} refused the OAuth 2.0 sign-in for "
                         f"{c.user}, also with a new token ({e.smtp_code} {_text(e.smtp_error)}); "
-                        f"{self._oauth_hint()}") from None
+                        f"{self.oauth.hint()}") from None
             elif c.user:
                 smtp.login(c.user, c.password())
         except BaseException:
             smtp.close()
             raise
         return smtp
-
-
-class _Sasl:
-    """The client's side of XOAUTH2 / OAUTHBEARER: the token first; to an error challenge, the
-    empty answer the mechanisms ask for, so the server ends with its refusal."""
-
-    def __init__(self, mechanism: str, user: str, token: str):
-        self.first = sasl_response(mechanism, user, token)
-        self.after = "\x01" if mechanism == "oauthbearer" else ""
-
-    def __call__(self, challenge=None) -> str:
-        first, self.first = self.first, None
-        return first if first is not None else self.after
 
 
 def _why(outcome: Outcome) -> str:
