@@ -215,6 +215,9 @@ def test_an_smtp_server_refusing_for_a_while_gets_every_reply_once_it_takes_mail
     try:
         wait_for(degraded(mailbox, "SMTP server", "421"), 60, "the refusal in the status", service)
         wait_for(lambda: sink.refusals >= 3, 30, "retries", service)
+        shown = shown_status(mailbox).stdout                 # said as it is, each refusal listed
+        assert "waiting for the SMTP server since" in shown
+        assert "421 4.3.2 Service shutting down, try again later (all mail)" in shown
         sink.refuse_mail = None                              # now per recipient, for a while
         sink.refuse_rcpt = {"alice@example.com": "451 4.7.1 greylisted, try again later",
                             "carol@example.com": "451 4.7.1 greylisted, try again later"}
