@@ -167,3 +167,37 @@ def test_a_refused_oauth_sign_in_is_said_in_the_status_with_what_to_check(box):
     finally:
         assert stop(service) == 0
     assert said(box)["state"] == "stopped"
+
+
+def command_source(tmp_path, body: str):
+    from engine.services.mail.oauth import OAuthConfig, TokenSource
+    script = tmp_path / "token.py"
+    script.write_text("import pathlib, sys\n"
+                      f"runs = pathlib.Path({str(tmp_path / 'runs')!r})\n"
+                      "runs.write_text(runs.read_text() + 'x' if runs.exists() else 'x')\n" + body)
+    config = OAuthConfig(provider="command", mechanism="xoauth2",
+                         token_command=f"{sys.executable} {script}", tenant="", client_id="",
+                         client_secret_env="", client_secret_file="", service_account_file="",
+                         refresh_token_env="", refresh_token_file="", endpoint="", scope="",
+                         ca_file="", timeout=10)
+    return TokenSource(config, "quotes@example.com"), tmp_path / "runs"
+
+
+def test_a_token_command_may_print_a_token_endpoints_json_with_its_lifetime(tmp_path):
+    """expires_in 2 s: a tenth of it is the margin, so the token is kept 1.8 s, then renewed."""
+    source, runs = command_source(tmp_path, 'print(\'{"access_token": "tok-\' + str(len(runs.read_text()))'
+                                            ' + \'", "expires_in": 2}\')\n')
+    assert source.token() == "tok-1" and source.token() == "tok-1"     # cached: one run
+    time.sleep(2)
+    assert source.token() == "tok-2" and runs.read_text() == "xx"
+    assert source.token(fresh=True) == "tok-3"                           # a refusal asks anew
+
+
+def test_a_failing_token_command_is_named_with_what_it_said(tmp_path):
+    from engine.services.mail.oauth import TokenError
+    source, _ = command_source(tmp_path, "print('refresh token revoked; run: oama authorize', "
+                                         "file=sys.stderr)\nsys.exit(3)\n")
+    with pytest.raises(TokenError) as e:
+        source.token()
+    assert "failed (exit 3: refresh token revoked; run: oama authorize)" in str(e.value)
+    assert "token.py" in str(e.value)
