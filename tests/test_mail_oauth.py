@@ -86,8 +86,8 @@ def test_a_token_refused_mid_run_is_replaced_without_a_restart(box):
 
 
 def test_a_token_past_its_lifetime_is_renewed_before_it_is_refused(box, monkeypatch):
-    """Tokens that live 3 s: a second pass 3.5 s later fetches a new one first, so no server
-    ever sees an expired token."""
+    """Tokens that live 3 s: a pass 3.5 s later fetches a new one first, so no server ever sees
+    an expired token (without it, IMAP would refuse the old one before a new one is asked for)."""
     authority = box.dovecot.authority
     monkeypatch.setattr(authority, "lifetime", 3)
     monkeypatch.setenv("GOOGLE_CLIENT_SECRET", "client-secret")
@@ -106,7 +106,9 @@ def test_a_token_past_its_lifetime_is_renewed_before_it_is_refused(box, monkeypa
     box.deliver(asking(2))
     service.poll_once()
     answered(box, 2)
-    assert [g for g, u in authority.issued if u == box.user] == ["refresh_token", "refresh_token"]
+    issued = [g for g, u in authority.issued if u == box.user]
+    # at least one renewal (more when a quote outlasts a token on a busy machine), never a refusal
+    assert len(issued) >= 2 and set(issued) == {"refresh_token"}
     assert len(authority.refused) == refused
 
 
