@@ -360,8 +360,9 @@ class SmtpSink:
         self.port = free_port()
         options = {}
         if authority is not None:
-            options = {"auth_require_tls": False, "auth_required": True,
-                       "auth_exclude_mechanism": ["LOGIN", "PLAIN"]}
+            # AUTH over plain loopback; sign-in is required in handle_MAIL (aiosmtpd's own
+            # auth_required would warn on every connection that TLS is not required)
+            options = {"auth_require_tls": False, "auth_exclude_mechanism": ["LOGIN", "PLAIN"]}
         self.controller = Controller(self, hostname="127.0.0.1", port=self.port, **options)
         self.controller.start()
 
@@ -389,6 +390,8 @@ class SmtpSink:
                           message="535 5.7.8 Username and Password not accepted")
 
     async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.authority is not None and not session.authenticated:
+            return "530 5.7.0 Authentication required"
         if self.refuse_mail:
             self.refusals += 1
             return self.refuse_mail
