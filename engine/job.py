@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.calc.results import Results
-from engine.files import environment_fault
+from engine.files import environment_fault, output_stem
 from engine.intake.model import Intake
 from engine.paths import SAMPLES_DIR
 from engine.problems import Problem, SizingError
@@ -46,7 +46,7 @@ class Job:
 
     def __post_init__(self):
         self.source, self.outdir = Path(self.source), Path(self.outdir)
-        self.stem = self.stem or self.source.stem
+        self.stem = self.stem or output_stem(self.source.name)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +132,7 @@ def validate_intake(intake: Intake, ruleset) -> list[Problem]:
 def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Build the quote view of an evaluated job and write `<stem>.quote.<format>` for each format."""
     from engine.quote import view
+    from engine.quote.facility import build_facility
     from engine.quote.outputs import write_outputs
     ruleset = job.ruleset
     if ruleset is None:
@@ -140,6 +141,7 @@ def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     layout = job.results.plan.chosen if job.results.plan is not None else {}
     job.quote = view.build_quote(job.intake, job.results,
                                  view.scaling_grid(job.intake, job.results, ruleset, layout))
+    job.quote.facility = build_facility(job.quote, ruleset, layout)
     return write_outputs(job.quote, job.outdir, job.stem, formats)
 
 

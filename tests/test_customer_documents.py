@@ -54,11 +54,11 @@ def workbook_text(path: Path) -> tuple[str, list[str]]:
 
 def mail_text(job) -> str:
     from engine.services.mail.inbound import Envelope
-    from engine.services.mail.reply import Outcome, quote_reply
+    from engine.services.mail.reply import Outcome, Review, quote_reply
     envelope = Envelope(key="<r@example.com>", message_id="<r@example.com>", sender="sales@example.com",
                         subject="Quote", references=[], auto_reason=None)
     reply = quote_reply(envelope, [Outcome(job.source.name, "quoted", job)], sender="quotes@example.com",
-                        failed_folder="Failed")
+                        review=Review("Dana in sales operations", 4))
     reply = email.message_from_bytes(reply.as_bytes(policy=policy.SMTP), policy=policy.default)
     body = reply.get_body(("plain",)).get_content()
     audit = f"{job.stem}.audit.xlsx"          # the body names the trail's file, to say it is not the customer's

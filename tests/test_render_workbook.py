@@ -44,9 +44,9 @@ def rows(ws):
 def test_sheets_in_order_and_summary_first(tmp_path, grid_for):
     grid_for()
     _, wb, _, _ = quote(tmp_path)
-    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives"]     # the customer's sheets only
+    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Facility & cost"]   # the customer's only
     assert wb.active.title == "Summary"
-    assert [bool(ws.sheet_view.tabSelected) for ws in wb.worksheets] == [True] + [False] * 3
+    assert [bool(ws.sheet_view.tabSelected) for ws in wb.worksheets] == [True] + [False] * 4
     _, audit = trail(tmp_path)
     assert audit.sheetnames == ["Audit", "Intake", "About"]
 
@@ -259,7 +259,7 @@ def test_a_workbook_intake_stays_out_of_the_customers_workbook_and_is_listed_in_
                     sources={k: f"Intake!C{i}" for i, k in enumerate(TRAINING_INPUTS, 2)},
                     raw={"gpu": "h100 "})
     _, wb, _, _ = quote(tmp_path, intake=intake)
-    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives"]
+    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Facility & cost"]
     assert "How to fill" not in wb.sheetnames and not wb.defined_names
     assert wb.active.title == "Summary"
     _, audit = trail(tmp_path, intake=intake)
@@ -273,18 +273,18 @@ def test_a_workbook_intake_stays_out_of_the_customers_workbook_and_is_listed_in_
 
 
 @pytest.mark.parametrize("lang, names, headline", [
-    ("zh-TW", ["摘要", "記憶體", "擴展性", "替代方案", "計算明細", "需求", "關於"], "約 19.2 天，使用 512 × H100 SXM5 80GB"),
-    ("zh-CN", ["摘要", "显存", "扩展性", "替代方案", "计算明细", "需求", "关于"], "约 19.2 天，使用 512 × H100 SXM5 80GB"),
+    ("zh-TW", ["摘要", "記憶體", "擴展性", "替代方案", "機房與成本", "計算明細", "需求", "關於"], "約 19.2 天，使用 512 × H100 SXM5 80GB"),
+    ("zh-CN", ["摘要", "显存", "扩展性", "替代方案", "机房与成本", "计算明细", "需求", "关于"], "约 19.2 天，使用 512 × H100 SXM5 80GB"),
 ])
 def test_workbook_in_the_intake_language(tmp_path, grid_for, lang, names, headline):
     grid_for()
     _, wb, _, _ = quote(tmp_path, lang=lang)
-    assert wb.sheetnames == names[:4]
+    assert wb.sheetnames == names[:5]
     values = [v for r in rows(wb[names[0]]) for v in r if v]
     assert headline in values
     _, audit = trail(tmp_path, lang=lang)
-    assert audit.sheetnames == names[4:]
-    assert audit[names[4]]["C2"].value.startswith("繁：" if lang == "zh-TW" else "简：")
+    assert audit.sheetnames == names[5:]
+    assert audit[names[5]]["C2"].value.startswith("繁：" if lang == "zh-TW" else "简：")
 
 
 def test_outputs_appear_whole_or_not_at_all(tmp_path, grid_for, monkeypatch):

@@ -266,7 +266,8 @@ class _PlainView(dict):
 def _warnings(ruleset, scope: dict) -> list[Notice]:
     notices, formatter = [], _MessageFormatter()
     catalogs = getattr(ruleset, "catalogs", None)
-    gb = frozenset(name for name, rule in ruleset.rules.items() if rule.unit == "GB")
+    # GPU memory (the capacity rules' GB), not storage or data, which are sold in GB of 10⁹ bytes
+    gb = frozenset(name for name, rule in ruleset.rules.items() if rule.unit == "GB" and rule.group == "capacity")
     for w in ruleset.warnings:
         if not _run(w, w.when, scope):
             continue

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.commands import limits
+
 HELP = "show how one figure was derived: its formula with values, the inputs and catalog lines it rests on"
 EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time_hours",
              "the training time: its formula, the values in it, what it reads and the intake cells below"),
@@ -13,7 +15,8 @@ EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time
              "a figure by its label, in any of the three languages"),
             ("sizing explain intake.yaml cost_total --full", "every rule below the total cost, as a tree"),
             ("sizing explain intake.yaml cost_total --rules /srv/sizing", "the same against a deployment's own rules"))
-EXIT = "0 explained; 1 the rule files are broken; 2 an invalid intake or a figure no rule or input has."
+EXIT = ("0 explained; 1 the rule files are broken; 2 an invalid intake or a figure no rule or input has, or "
+        "past the time or memory limit.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,15 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(without it: a short derivation of a screenful)")
     parser.add_argument("--rules", type=Path, default=None, metavar="DIR",
                         help="folder holding rules/ and catalogs/ (default: the ones in use)")
+    limits.add_arguments(parser)
 
 
 def run(args) -> int:
-    from engine.calc.explain import closest_figures, count_steps, explain, figure_key, render, render_short
-    from engine.calc.planner import planned
+    from engine.calc.explain import closest_figures, figure_key
     from engine.commands.rules import load_or_report
-    from engine.job import read_checked
-    from engine.problems import SizingError
-    from engine.quote.messages import messages
     ruleset = load_or_report(args.rules)
     if ruleset is None:
         return 1
@@ -44,6 +44,18 @@ def run(args) -> int:
         hint = "".join(f". Did you mean `{k}` ({_english(ruleset, k, labels)})?" for k, _ in near) or "."
         print(f"{args.figure}: no figure or input has this name{hint}", file=sys.stderr)
         return 2
+    args.key = key
+    return limits.run_one(args, args.input, ruleset, explain_one)      # in a process of its own, under the limits
+
+
+def explain_one(ruleset, args) -> int:
+    """The derivation printed; its exit status."""
+    from engine.calc.explain import count_steps, explain, render, render_short
+    from engine.calc.planner import planned
+    from engine.job import read_checked
+    from engine.problems import SizingError
+    from engine.quote.messages import messages
+    key = args.key
     try:
         intake = read_checked(args.input, ruleset)
         # the quote's own path: the planner's layout for the blanks, then the rules (engine.job.quote_results)
@@ -61,17 +73,18 @@ def run(args) -> int:
         return 0
     words = named.table["explain"]
     hint = words["full"].format(steps=count_steps(tree), command=f"sizing explain {args.input} {key} --full")
-    print(render_short(tree, words, hint, _as_quoted(named, tree.value, tree.unit), named.unit))
+    memory = key in ruleset.rules and ruleset.rules[key].group == "capacity"
+    print(render_short(tree, words, hint, _as_quoted(named, tree.value, tree.unit, memory), named.unit))
     return 0
 
 
-def _as_quoted(m, value, unit: str) -> str:
+def _as_quoted(m, value, unit: str, gpu_memory: bool = False) -> str:
     """The figure as the quote writes it, where that is not the rule's own unit (GB as the GPU's name
     counts them, times by magnitude, parameters in billions); "" where the quote writes it as is."""
     from engine.quote.messages import finite
     if not finite(value):
         return ""
-    shown, shown_unit = m.shown(value, unit)
+    shown, shown_unit = m.shown(value, unit, gpu_memory)
     return "" if (shown, shown_unit) == (value, unit) else m.value(shown, shown_unit)
 
 

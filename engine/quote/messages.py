@@ -128,13 +128,14 @@ class Messages:
             return hours * 60, "minutes"
         return hours * 3600, "s"
 
-    def shown(self, value: Any, unit: str) -> tuple[Any, str]:
-        """A result as a reader gets it: times by magnitude, memory in the GPU's own GB,
-        parameter counts (and token counts from a billion) in billions."""
+    def shown(self, value: Any, unit: str, gpu_memory: bool = False) -> tuple[Any, str]:
+        """A result as a reader gets it: times by magnitude, GPU memory (`gpu_memory`: the capacity
+        rules' GB) in the GB the GPU's name counts, parameter counts (and token counts from a
+        billion) in billions. Storage and data stay in GB of 10⁹ bytes, as disks are sold."""
         if not finite(value):
             return value, unit
         if unit == "GB":
-            return value / BINARY_GB, unit
+            return (value / BINARY_GB if gpu_memory else value), unit
         if unit == "parameters":
             return value / BILLION, "billion parameters"
         if unit == "tokens" and abs(value) >= BILLION:      # as the intake asks for them: in billions

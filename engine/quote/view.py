@@ -123,6 +123,7 @@ class Quote:
     scaling: list[Column] = field(default_factory=list)
     scaling_note: str = ""      # the scaling table's caption: the counts it shows, each on its planned layout
     checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
+    facility: Any = None                                # engine.quote.facility.Facility, added by job.write_quote
 
     @property
     def lang(self) -> str:
@@ -150,7 +151,8 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     def result(key: str) -> Figure:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else None
-        value, unit = m.shown(values[key], _unit(key, step.unit if step else "", values, inputs))
+        value, unit = m.shown(values[key], _unit(key, step.unit if step else "", values, inputs),
+                              gpu_memory=step is not None and step.group == "capacity")
         scale = value / values[key] if finite(value) and values[key] else 1   # the band moves alike
         text = _word(m, key, value) if isinstance(value, str) else m.value(value, unit)
         low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
@@ -342,7 +344,8 @@ def _verdicts(m: Messages, v: dict) -> list[str]:
         out.append(m.get(f"verdict.{_slug(v['bottleneck'])}")
                    or m("verdict.other", value=v["bottleneck"]))
     if v.get("fits_in_memory") is False and finite(v.get("memory_per_gpu_gb")):
-        need, have = (m.number(m.shown(v.get(k), "GB")[0]) for k in ("memory_per_gpu_gb", "gpu_memory_gb"))
+        need, have = (m.number(m.shown(v.get(k), "GB", gpu_memory=True)[0]) for k in ("memory_per_gpu_gb",
+                                                                                     "gpu_memory_gb"))
         if finite(v.get("min_gpus_for_memory")):
             out.append(m("verdict.not_fit_min", need=need, have=have,
                          min=m.number(v["min_gpus_for_memory"]),

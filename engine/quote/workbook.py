@@ -30,14 +30,16 @@ MAX_CELL_TEXT = 32767                                 # Excel's limit per cell
 
 
 def workbook_bytes(quote: Quote) -> bytes:
-    """The customer's workbook (Summary, Memory, Scaling, Alternatives), saved to memory.
+    """The customer's workbook (Summary, Memory, Scaling, Alternatives, Facility where it applies), saved
+    to memory.
 
     Nothing of the trail is in it — rule ids, formulas, file:line, the intake's own sheets and
     instructions go to the salesperson's audit workbook (engine.quote.audit)."""
     wb = openpyxl.Workbook()
     wb.remove(wb.active)
-    for name, build in (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
-                        ("alternatives", _alternatives)):
+    sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling), ("alternatives", _alternatives),
+              *([("facility", quote.facility.write_sheet)] if quote.facility is not None else []))
+    for name, build in sheets:
         build(wb.create_sheet(_unique(wb, quote.m(f"sheets.{name}"))), quote)
     wb.active = 0
     wb.active.sheet_view.tabSelected = True
