@@ -304,5 +304,10 @@ def test_formulas_in_dropped_workbooks_never_reach_an_output(start, tmp_path):
     assert check_folder(root, ["link.xlsx", "counted.xlsx"]) == {"link.xlsx": "failed", "counted.xlsx": "archive"}
     reason = (root / "failed" / "link.xlsx.reason.txt").read_text(encoding="utf-8")
     assert f"Customer holds a formula ({LINK}); only number fields may be calculated" in reason
-    assert formulas_in(root / "outbox" / "counted.quote.xlsx") == []
-    assert load_workbook(root / "outbox" / "counted.quote.xlsx")["Intake"]["H2"].value == 0
+    # no formula in either workbook; the intake's own sheets (and the DDE call beside the form) stay out
+    # of both, the audit trail listing the calculated GPU count by its saved result
+    for made in ("counted.quote.xlsx", "counted.audit.xlsx"):
+        assert formulas_in(root / "outbox" / made) == [], made
+    listed = {r[0]: r[3] for r in load_workbook(root / "outbox" / "counted.audit.xlsx")["Intake"]
+              .iter_rows(min_row=2, values_only=True)}
+    assert listed["gpu_count"] == 8

@@ -129,11 +129,15 @@ def test_a_number_field_counts_by_its_saved_result_and_no_formula_reaches_the_qu
     proc = sizing("quote", saved, "-o", tmp_path / "out", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["inputs"]["gpu_count"] == 8
-    quote = tmp_path / "out" / "dde.quote.xlsx"
-    assert formulas_in(quote) == []
-    intake = load_workbook(quote)["Intake"]
-    sheet, cell = cell_of("gpu_count").split("!")
-    assert intake[cell].value == 8 and intake["H2"].value == 0
+    # no formula in the customer's workbook or the audit trail; the intake's own sheets (with the DDE
+    # call beside the form) are in neither, and the trail lists the GPU count by its saved result
+    quote, trail = tmp_path / "out" / "dde.quote.xlsx", tmp_path / "out" / "dde.audit.xlsx"
+    assert formulas_in(quote) == [] and formulas_in(trail) == []
+    for book in (quote, trail):
+        cells = [c.value for ws in load_workbook(book).worksheets for row in ws.iter_rows() for c in row]
+        assert DDE not in cells and "cmd" not in " ".join(str(v) for v in cells if v), book.name
+    listed = {r[0]: (r[3], r[4]) for r in load_workbook(trail)["Intake"].iter_rows(min_row=2, values_only=True)}
+    assert listed["gpu_count"] == (8, cell_of("gpu_count"))
 
 
 @pytest.mark.parametrize("text", [LINK, "@SUM(1+1)*cmd|' /C calc'!A0", "+1+1", "-2+3"])
