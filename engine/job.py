@@ -17,6 +17,8 @@ from engine.problems import Problem, SizingError
 log = logging.getLogger(__name__)
 
 FORMATS = ("xlsx", "html", "json")
+# A service's calibration (its `calibration` setting): set once at start, inherited by its workers.
+SERVICE_CALIBRATION: Any = None
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Job:
 
 
 def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None,
-            formats: tuple[str, ...] = FORMATS) -> Job:
+            formats: tuple[str, ...] = FORMATS, calibration=None) -> Job:
     """Quote one intake file. Never raises for bad input: the Job says what happened."""
     from engine.calc.ruleset import current_ruleset
 
@@ -71,6 +73,7 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
                 job.problems, job.status = problems, "invalid"
                 job.outputs = _write_errors(job)
             else:
+                calibrated(job.intake, calibration or SERVICE_CALIBRATION, ruleset)
                 job.results = quote_results(job.intake, ruleset)
                 job.status = "quoted"
                 job.outputs = write_quote(job, formats)
@@ -97,6 +100,15 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     return job
 
 
+def calibrated(intake: Intake, calibration, ruleset) -> None:
+    """The customer's measurement (engine.calc.calibration) joins the intake's values where it applies."""
+    if calibration is not None:
+        from engine.calc.calibration import calibration_values
+        extra = calibration_values(intake.values, calibration, ruleset)
+        intake.values.update(extra)
+        intake.sources.update({k: f"{calibration.where} {k}" for k in extra})
+
+
 def quote_results(intake: Intake, ruleset) -> Results:
     """The intake evaluated with the planner's layout for its blanks, and the alternatives beside it."""
     from engine.calc.alternatives import alternatives
@@ -106,6 +118,8 @@ def quote_results(intake: Intake, ruleset) -> Results:
     # The form's defaults for fields the intake left blank are assumptions, not inputs.
     defaults = {k for k, where in intake.sources.items() if where == "default"}
     results.assumptions = {k: results.inputs.pop(k) for k in list(results.inputs) if k in defaults}
+    if results.values.get("is_inference") and "serving_engine" not in results.inputs:   # the stack it assumed
+        results.assumptions["serving_engine"] = results.values.get("serving_engine_used")
     try:
         results.alternatives = alternatives(intake.values, ruleset, requested_layout=plan.chosen,
                                             objective=str(intake.values.get("optimize_for") or "cost"))
