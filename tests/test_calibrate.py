@@ -189,3 +189,32 @@ def test_a_misspelt_serving_engine_gets_did_you_mean(tmp_path):
     intake.write_text(serving_intake().replace("serving_engine: vllm", "serving_engine: vlm"))
     proc = sizing("quote", intake, "-o", tmp_path)
     assert proc.returncode == 2 and "typo.yaml:7:" in proc.stderr and "vLLM" in proc.stderr, proc.stderr
+
+
+# ----------------------------------------------------------------- the services' `calibration` setting
+
+def test_the_folder_service_reads_its_calibration_setting_at_start(tmp_path, vllm_calibration):
+    import argparse
+
+    from engine.commands import watch as watch_command
+    from engine.services.watch.settings import resolve_settings
+    parser = argparse.ArgumentParser()
+    watch_command.add_arguments(parser)
+    (tmp_path / "cal.yaml").write_text(vllm_calibration.read_text())
+    config = tmp_path / "watch.toml"
+    config.write_text('calibration = "cal.yaml"\n')             # relative to the settings file
+    settings = resolve_settings(parser.parse_args(["DIR", "--config", str(config)]))
+    assert settings["calibration"].applies_to["serving_engine"] == "vllm"
+    (tmp_path / "cal.yaml").write_text("calibration:\n  measured: x\n  factors: {calibration_speed: -3}\n")
+    with pytest.raises(SizingError) as caught:
+        resolve_settings(parser.parse_args(["DIR", "--config", str(config)]))
+    assert "cal.yaml:3: `factors.calibration_speed` must be a number" in str(caught.value)
+
+
+def test_the_mail_service_config_names_its_calibration_beside_the_file(tmp_path):
+    from engine.services.mail.config import load_config
+    example = (ROOT / "docs" / "mail.example.toml").read_text()
+    config = tmp_path / "mail.toml"
+    config.write_text(example.replace('# calibration = "calibration.yaml"', 'calibration = "poc/cal.yaml"'))
+    env = {"SIZING_IMAP_PASSWORD": "x", "SIZING_SMTP_PASSWORD": "x"}
+    assert load_config(config, environ=env).calibration == tmp_path / "poc" / "cal.yaml"

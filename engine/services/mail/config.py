@@ -54,6 +54,8 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("service", "work_dir"): (str, "", "where attachments are quoted (default: a private temp folder)"),
     ("service", "status_file"): (str, "mail-status.json", "what the service is doing, for people and "
                                  "monitoring (relative to this file)"),
+    ("service", "calibration"): (str, "", "a file written by `sizing calibrate`, applied to every quote "
+                                 "it matches (relative to this file)"),
 }
 
 
@@ -95,6 +97,7 @@ class MailConfig:
     status_file: Path
     time_limit_seconds: float
     memory_limit_mb: float
+    calibration: Path | None = None
 
 
 def load_config(path: Path, environ: dict | None = None) -> MailConfig:
@@ -207,7 +210,8 @@ def _build(path: Path, v: dict) -> MailConfig:
         work_dir=beside_config(v["service", "work_dir"]) if v["service", "work_dir"] else None,
         status_file=beside_config(v["service", "status_file"]),
         time_limit_seconds=float(v["policy", "time_limit_seconds"]),
-        memory_limit_mb=float(v["policy", "memory_limit_mb"]))
+        memory_limit_mb=float(v["policy", "memory_limit_mb"]),
+        calibration=beside_config(v["service", "calibration"]) if v["service", "calibration"] else None)
 
 
 def _unknown(section: str, key: str) -> str:
