@@ -109,17 +109,27 @@ def calibrated(intake: Intake, calibration, ruleset) -> None:
         intake.sources.update({k: f"{calibration.where} {k}" for k in extra})
 
 
+def _default_serving_engine(intake: Intake, ruleset) -> None:
+    """Serving speed depends on the software: a blank `serving_engine` takes the rules' default for
+    the GPU (rules/serving.yaml), filled in like a form default, so the quote names it as assumed."""
+    from engine.calc.evaluate import evaluate
+    if intake.values.get("serving_engine") in (None, ""):
+        shape = evaluate(intake.values, ruleset, only=["is_inference", "serving_engine_used"]).values
+        if shape.get("is_inference") and shape.get("serving_engine_used"):
+            intake.values["serving_engine"] = shape["serving_engine_used"]
+            intake.sources["serving_engine"] = "default"
+
+
 def quote_results(intake: Intake, ruleset) -> Results:
     """The intake evaluated with the planner's layout for its blanks, and the alternatives beside it."""
     from engine.calc.alternatives import alternatives
     from engine.calc.planner import planned
+    _default_serving_engine(intake, ruleset)
     results, plan = planned(intake, ruleset)
     results.plan = plan
     # The form's defaults for fields the intake left blank are assumptions, not inputs.
     defaults = {k for k, where in intake.sources.items() if where == "default"}
     results.assumptions = {k: results.inputs.pop(k) for k in list(results.inputs) if k in defaults}
-    if results.values.get("is_inference") and "serving_engine" not in results.inputs:   # the stack it assumed
-        results.assumptions["serving_engine"] = results.values.get("serving_engine_used")
     try:
         results.alternatives = alternatives(intake.values, ruleset, requested_layout=plan.chosen,
                                             objective=str(intake.values.get("optimize_for") or "cost"))
