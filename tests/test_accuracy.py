@@ -15,11 +15,11 @@ from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources in;
-# the figures reached are in docs/accuracy.md (training 9.3%, 93% within ±35%; inference 15.5%,
-# 82% within ×1.5; memory 0.2%). A change that makes any of them worse fails here. Issue 24 aims
+# the figures reached are in docs/accuracy.md (training 9.3%, 93% within ±35%; inference 14.9%,
+# 85% within ×1.5; memory 0.4%). A change that makes any of them worse fails here. Issue 24 aims
 # at inference ≤ 10%: not reached — these hold what was.
 TARGETS = {"training": {"median_abs_error": 0.10, "within_35pct": 0.90},
-           "inference": {"median_abs_error": 0.16, "within_factor_1_5": 0.80},
+           "inference": {"median_abs_error": 0.15, "within_factor_1_5": 0.84},
            "memory": {"median_abs_error": 0.01}}
 
 
@@ -35,9 +35,10 @@ def validate_cli(*args):
 # (rules/serving.yaml) answers them, so they are now in the fits and the bands like every source.
 NEW_SOURCES = frozenset({"trtllm-blog-h200launch", "trtllm-blog-falcon180b", "exllamav2-readme",
                          "premai-benchmarks", "lmdeploy-docs", "autoawq-readme", "oci-blog-mi300x",
-                         "intel-gaudi2-perf", "intel-gaudi3-perf"})
-# Their median |error| as first measured (32.4% on 48 serving figures); a change may only lower it.
-NEW_EVIDENCE_MEDIAN = 0.33
+                         "intel-gaudi2-perf", "intel-gaudi3-perf", "sglang-bench-vllm060"})
+# Their median |error| as first measured (28.1% on 62 serving figures; 32.4% on the first 48);
+# a change may only lower it.
+NEW_EVIDENCE_MEDIAN = 0.29
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_new_sources_are_new_and_broad(cases):
     old_urls = {c.source["url"] for c in cases if c.source["id"] not in NEW_SOURCES}
     assert sum(len(c.measured) for c in new) >= 30
     assert not {c.source["url"] for c in new} & old_urls
-    assert {"MI300X", "Gaudi2", "Gaudi3", "H200", "4090", "A100-80GB"} <= {c.intake["gpu"] for c in new}
+    assert {"MI300X", "Gaudi2", "Gaudi3", "H100", "H200", "4090", "A100-80GB"} <= {c.intake["gpu"] for c in new}
 
 
 def test_new_evidence_is_no_worse_than_first_measured(table, cases):
@@ -143,14 +144,14 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
         [({k: (v,) for k, v in r["match"].items()}, pytest.approx(r["band"])) for r in rows]
     assert [r.value for r in figures.rows] == [r["figures"] for r in rows]
     # TensorRT-LLM on Hopper, the best-measured, is narrower than a configuration outside the evidence
-    assert table.find(("tensorrt-llm", "hopper")).value < table.find(("sglang", "blackwell")).value
-    assert figures.find(("sglang", "blackwell")).value == 0
+    assert table.find(("tensorrt-llm", "hopper")).value < table.find(("tgi", "blackwell")).value
+    assert figures.find(("tgi", "blackwell")).value == 0
 
 
 def test_a_configuration_outside_the_evidence_says_so(ruleset):
     base = {"workload": "online-inference", "model": "llama-3.1-8b", "gpu_count": 1, "prompt_tokens": 1000,
             "output_tokens": 200}
-    outside = evaluate({**base, "gpu": "B200", "serving_engine": "sglang"}, ruleset)
+    outside = evaluate({**base, "gpu": "B200", "serving_engine": "tgi"}, ruleset)
     inside = evaluate({**base, "gpu": "H100", "serving_engine": "tensorrt-llm"}, ruleset)
     assert [n.code for n in outside.warnings if n.code == "outside_evidence"] == ["outside_evidence"]
     assert not [n for n in inside.warnings if n.code == "outside_evidence"]
