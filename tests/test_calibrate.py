@@ -218,3 +218,22 @@ def test_the_mail_service_config_names_its_calibration_beside_the_file(tmp_path)
     config.write_text(example.replace('# calibration = "calibration.yaml"', 'calibration = "poc/cal.yaml"'))
     env = {"SIZING_IMAP_PASSWORD": "x", "SIZING_SMTP_PASSWORD": "x"}
     assert load_config(config, environ=env).calibration == tmp_path / "poc" / "cal.yaml"
+
+
+def test_a_serving_result_with_a_training_intake_is_refused(tmp_path):
+    proc = sizing("calibrate", "--intake", TRAINING, "--result", DATA / "vllm-benchmark-serving.json",
+                  "-o", tmp_path / "c.yaml")
+    assert proc.returncode == 2 and "measures serving, but the intake describes a training run" in proc.stderr
+    assert not (tmp_path / "c.yaml").exists()
+
+
+def test_a_measurement_the_rules_cannot_reach_is_said_not_written(tmp_path):
+    # 2,900 tokens/s measured on one H100 cannot be 1,000 times that with any factor in range
+    doc = json.loads((DATA / "vllm-benchmark-serving.json").read_text())
+    doc["output_throughput"] *= 1000
+    doc.pop("mean_tpot_ms")
+    bad = tmp_path / "result.json"
+    bad.write_text(json.dumps(doc))
+    proc = sizing("calibrate", "--intake", SERVING, "--result", bad, "-o", tmp_path / "c.yaml")
+    assert proc.returncode == 2 and "output_tokens_per_s: the rules cannot reach the measured" in proc.stderr
+    assert not (tmp_path / "c.yaml").exists()

@@ -187,7 +187,13 @@ def fit(values: dict, measurement: Measurement, ruleset) -> tuple[dict[str, floa
     """(factors, the figures the rules give with them at the measured configuration)."""
     run = measured_values(values, measurement, ruleset)
     got, factors = measurement.values, {}
-    if "step_time_s" in got or "tokens_per_s_per_gpu" in got:
+    training = "step_time_s" in got or "tokens_per_s_per_gpu" in got
+    if training == bool(evaluate(run, ruleset, only=["is_inference"]).values.get("is_inference")):
+        kind = ("a training run", "serving") if training else ("serving", "a training run")
+        raise SizingError([Problem("calibrate.mismatch", "workload", f"the {measurement.tool} result measures "
+                                   f"{kind[0]}, but the intake describes {kind[1]}: give the intake of the "
+                                   "system the benchmark ran on.")])
+    if training:
         quantity = "step_time_s" if "step_time_s" in got else "tokens_per_s_per_gpu"
         base = float(evaluate(run, ruleset, only=["gemm_share"]).values["gemm_share"])
         share = _solve(run, ruleset, "gemm_share", base * GRID, quantity, got[quantity])
@@ -205,6 +211,12 @@ def fit(values: dict, measurement: Measurement, ruleset) -> tuple[dict[str, floa
             if name in factors:
                 factors[name] = min(max(factors[name], low), high)
     reproduced = {q: _value({**run, **factors}, ruleset, q) for q in got}
+    missed = [q for q, v in reproduced.items() if not abs(v / got[q] - 1) <= 0.05]
+    if missed:
+        raise SizingError([Problem("calibrate.unreachable", q, f"the rules cannot reach the measured {got[q]:,.4g} "
+                                   f"with the factors a calibration may set (at best {reproduced[q]:,.4g}): check "
+                                   "that the intake describes the system, model and precision the benchmark ran on.")
+                           for q in missed])
     return factors, reproduced
 
 
