@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.calc.results import Results
-from engine.files import environment_fault
+from engine.files import environment_fault, output_stem
 from engine.intake.model import Intake
 from engine.paths import SAMPLES_DIR
 from engine.problems import Problem, SizingError
@@ -17,8 +17,9 @@ from engine.problems import Problem, SizingError
 log = logging.getLogger(__name__)
 
 FORMATS = ("xlsx", "html", "json")
-# A service's calibration (its `calibration` setting): set once at start, inherited by its workers.
-SERVICE_CALIBRATION: Any = None
+# The calibration this process applies (`sizing quote --calibration`, the services' `calibration`
+# setting): set once at start, inherited by the processes that quote.
+CALIBRATION: Any = None
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Job:
 
     def __post_init__(self):
         self.source, self.outdir = Path(self.source), Path(self.outdir)
-        self.stem = self.stem or self.source.stem
+        self.stem = self.stem or output_stem(self.source.name)
 
     @property
     def ok(self) -> bool:
@@ -73,7 +74,7 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
                 job.problems, job.status = problems, "invalid"
                 job.outputs = _write_errors(job)
             else:
-                calibrated(job.intake, calibration or SERVICE_CALIBRATION, ruleset)
+                calibrated(job.intake, calibration or CALIBRATION, ruleset)
                 job.results = quote_results(job.intake, ruleset)
                 job.status = "quoted"
                 job.outputs = write_quote(job, formats)

@@ -42,7 +42,7 @@ def _use_calibration(config_file) -> int | None:
     except (SizingError, OSError):
         return None
     try:
-        engine.job.SERVICE_CALIBRATION = load_calibration(path) if path else None
+        engine.job.CALIBRATION = load_calibration(path) if path else None
     except SizingError as e:
         return report(e)
     return None

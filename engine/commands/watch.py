@@ -43,7 +43,7 @@ def run(args) -> int:
     except SizingError as e:
         return report(e)
     import engine.job
-    engine.job.SERVICE_CALIBRATION = settings["calibration"]     # inherited by the quoting workers
+    engine.job.CALIBRATION = settings["calibration"]     # inherited by the quoting workers
     from engine.services.watch.service import Service, print_status
     if args.status:
         return print_status(Path(args.dir))
