@@ -213,7 +213,7 @@ def test_diff_against_a_git_commit_reads_the_commit_not_the_work_tree(home_copy,
     subprocess.run([*git, "add", "rules", "catalogs"], check=True)
     subprocess.run([*git, "commit", "-qm", "shipped"], check=True)
     edit(repo, "rules/cost.yaml", "    formula: 30\n", "    formula: 31\n")
-    from engine.rules_diff import export_git_ref
+    from engine.authoring.diff import export_git_ref
     rules_dir, catalogs_dir = export_git_ref("HEAD", tmp_path / "export", home=repo)
     assert "    formula: 30\n" in (rules_dir / "cost.yaml").read_text(encoding="utf-8")
     assert (catalogs_dir / "gpus.yaml").is_file()

@@ -85,7 +85,7 @@ def run_check(args) -> int:
 
 
 def run_test(args) -> int:
-    from engine.calc.examples import run_examples
+    from engine.authoring.examples import run_examples
     ruleset = load_or_report(args.dir)
     if ruleset is None:
         return 1
@@ -106,7 +106,7 @@ def run_diff(args) -> int:
     import tempfile
 
     from engine.problems import SizingError
-    from engine.rules_diff import diff, export_git_ref, render, samples
+    from engine.authoring.diff import diff, export_git_ref, render, samples
     after = load_or_report(args.dir)
     if after is None:
         return 1
