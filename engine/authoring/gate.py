@@ -108,11 +108,19 @@ def consult(rules_dir: Path, catalogs_dir: Path) -> Publication:
     from engine.calc.rulecache import cached_ruleset
     from engine.calc.ruleset import load_ruleset
     from engine.problems import SizingError
-    record = last_published(rules_dir)
     try:
         ruleset = cached_ruleset(load_ruleset, rules_dir, catalogs_dir)
     except SizingError:
         ruleset = None
+    return admit(ruleset, rules_dir, catalogs_dir)
+
+
+def admit(ruleset, rules_dir: Path, catalogs_dir: Path) -> Publication:
+    """The gate on the files of these folders (`ruleset` is them loaded, None when they cannot be)."""
+    from engine.calc.rulecache import cached_ruleset
+    from engine.calc.ruleset import load_ruleset
+    from engine.problems import SizingError
+    record = last_published(rules_dir)
     if ruleset is not None and record and record.get("version") == ruleset.version:
         return Publication(ruleset, None, record)          # the usual case: one small file read
     verdict = judge(facts_of(rules_dir, catalogs_dir), record)

@@ -55,6 +55,8 @@ def check_values(ruleset, found: Findings) -> None:
                       table.range or ranges.get(table.unit), row.accept, "table")
         _neighbours(found, [(f"table `{table.name}` row {r.case()}", r.where, r.value, r.accept)
                             for r in table.rows], table.unit)
+    flagged = {p.where for p in found.errors if p.code == "value.fraction"}
+    found.errors[:] = [p for p in found.errors if not (p.code == "value.neighbours" and p.where in flagged)]
     _catalog_neighbours(ruleset.catalogs, found)
     _parameters(ruleset.catalogs, found)
     _fp8_rates(ruleset.catalogs, found)
@@ -120,7 +122,8 @@ def _neighbours(found: Findings, items: list[tuple], unit: str) -> None:
         factor = _nearest_slip(ratio, unit)
         hint = f" — {factor[1]}? Then write {_show(value / factor[0] if ratio > 1 else value * factor[0])}" \
             if factor else ""
-        message = (f"{what} is {_show(value)}{' ' + unit if unit else ''}, {_times(ratio)} its neighbours "
+        shown = f" {unit}" if unit and unit != "fraction" else ""
+        message = (f"{what} is {_show(value)}{shown}, {_times(ratio)} its neighbours "
                    f"(median {_show(middle)}){hint}. If it is right, say why beside it: `accept: \"…why…\"`.")
         if accept:
             found.warn("value.neighbours", where, message, accept)     # acknowledged: shown, not held

@@ -12,7 +12,9 @@ EXAMPLES = (("sizing quote intake.xlsx", "intake.quote.xlsx, .quote.html and .qu
             ("sizing quote a.xlsx b.yaml -o quotes", "several at once, into quotes/"),
             ("sizing quote case.yaml --json | jq .results", "the result document on stdout"))
 EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable (each problem on stderr as "
-        "cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); 1 the rule files are broken.")
+        "cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); 1 no published rule set: the "
+        "rule files are broken or their edit is held by the publication gate and none passed it before "
+        "(an edit held while an earlier set was published is said on stderr, and that set quotes).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,16 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from engine.calc.ruleset import current_ruleset
+    from engine.authoring.gate import consult
     from engine.job import run_job
-    from engine.problems import SizingError
+    from engine.paths import CATALOGS_DIR, RULES_DIR
     from engine.quote.text import summary_text
 
-    try:
-        ruleset = current_ruleset()
-    except SizingError as e:
-        for p in e.problems:
-            print(p, file=sys.stderr)
+    # Only a published rule set quotes: an edit the gate holds is said here, and the last set that passed quotes.
+    publication = consult(RULES_DIR, CATALOGS_DIR)
+    if publication.held:
+        print(publication.note(RULES_DIR), file=sys.stderr)
+    ruleset = publication.ruleset
+    if ruleset is None:
         return 1
     args.outdir.mkdir(parents=True, exist_ok=True)
     code, documents = 0, []
