@@ -31,6 +31,8 @@ PINT = {"%": "dimensionless", "fraction": "dimensionless", "×": "dimensionless"
         "GPUs": "dimensionless", "GPU-hours": "hour", "ms": "millisecond", "s": "second",
         "minutes": "minute", "hours": "hour", "days": "day", "currency": "currency",
         "USD/GPU-hour": "currency / hour", "per GPU-hour": "currency / hour"}
+# Units spelt like another one (GPU-hours are hours here): never the name a message gives.
+SYNONYMS = {"GPU-hours", "TOPS", "bytes/parameter", "per GPU-hour", "kW"}
 # Steps between units: a formula's factor off by one of these (either way) is a missed conversion.
 STEPS = (1e3, 1e6, 1e9, 1e12, 24, 60, 3600, 86400, 1440, 2 ** 30 / 1e9, 8)
 # Functions whose result has the unit of their value arguments (from the first of them).
@@ -106,6 +108,12 @@ def _against(got, declared, unit: str) -> str:
     needed = ureg_one(got).to(declared.units).magnitude          # 1 of what it yields, in the declared unit
     if _step(got.magnitude / needed) is None:
         return ""
+    if got.units == declared.units:
+        factor = got.magnitude
+        how = f"divided by {_show(1 / factor)}" if factor < 1 else f"times {_show(factor)}"
+        return (f"yields {unit} {how}: a conversion where none is needed, or the wrong `unit:` (what it computes "
+                f"is in a unit {_show(factor if factor > 1 else 1 / factor)} times "
+                f"{'smaller' if factor > 1 else 'larger'}).")
     return (f"yields {_words(got, scale=False)}: 1 {_words(got, scale=False)} is {_show(needed)} {unit}, so it "
             f"needs × {_show(needed)} where it has × {_show(got.magnitude)} (a conversion missing or wrong).")
 
@@ -216,8 +224,8 @@ def _words(quantity, scale: bool = True) -> str:
 @functools.lru_cache(maxsize=None)
 def _schema_name(units: str) -> str:
     ureg = registry()
-    return next((name for name, spelt in PINT.items()
-                 if spelt != "dimensionless" and str(ureg.Quantity(1, spelt).units) == units), "")
+    return next((name for name, spelt in PINT.items() if name not in SYNONYMS
+                 and spelt != "dimensionless" and str(ureg.Quantity(1, spelt).units) == units), "")
 
 
 def _show(value: float) -> str:

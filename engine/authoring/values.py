@@ -14,11 +14,12 @@ from engine.problems import Problem
 # decimal point, not a difference of hardware or method: 8× is Gb/s for GB/s, the smallest usual slip.
 OFF_NEIGHBOURS = 7.5
 # What a misplaced unit multiplies a figure by; each is tried to say which slip it probably is.
-SLIPS = ((100, "a percent where a fraction is asked", ""), (1000, "a thousand times off (k, M, G or T)", ""),
+SLIPS = ((100, "a percent where a fraction is asked", "share"), (1000, "a thousand times off (k, M, G or T)", ""),
          (1e6, "a million times off", ""), (1e9, "a billion times off", ""),
          (8, "bits for bytes (Gb/s for GB/s)", "B"), (24, "days for hours", "time"),
          (60, "minutes for seconds", "time"), (3600, "hours for seconds", "time"))
 TIME_UNITS = {"ms", "s", "minutes", "hours", "days"}
+SHARES = {"fraction", "×", "%"}
 # A model's parameters from its shape may differ from the published count by tied or untied
 # embeddings, biases and norms, never by more than this factor (measured on the shipped catalog:
 # every model is within 6%, DeepSeek-V3 the farthest; a unit slip is 1,000×).
@@ -133,7 +134,7 @@ def _neighbours(found: Findings, items: list[tuple], unit: str) -> None:
 
 def _slips(unit: str) -> list[tuple[float, str]]:
     """The slips a figure in `unit` can make: bits only for bytes, days and minutes only for times."""
-    kind = "time" if unit in TIME_UNITS else "B" if "B" in unit else "?"
+    kind = "time" if unit in TIME_UNITS else "B" if "B" in unit else "share" if unit in SHARES else "?"
     return [(factor, why) for factor, why, only in SLIPS if not only or only == kind]
 
 
