@@ -187,6 +187,8 @@ def run_publish(args) -> int:
     if medians:
         was = ", ".join(f"{g} {m:.1%}" for g, m in before_medians.items())
         print(f"  validation median |error|: {medians}" + (f" (published set: {was})" if was else ""))
+    if facts.unchecked:
+        print(f"  validation: {facts.unchecked}")
     if verdict.ok:
         print(f"Published: rule set {facts.version}. Quotes, the folder and the mail services use it now.")
         return 0
