@@ -137,7 +137,7 @@ class RuleKeeper:
     def _admit(self, ruleset) -> bool:
         """A rule set that loads goes through the publication gate; one that fails it is held."""
         from engine.authoring.gate import admit
-        was_held, self.problems = self.held is not None, []
+        was_off, self.problems = self.held is not None or bool(self.problems), []
         try:
             publication = admit(ruleset, *self.dirs)
         except Exception as e:  # noqa: BLE001 — a failing gate must never stop the service: nothing is published
@@ -155,7 +155,7 @@ class RuleKeeper:
                            f"{keeping}:\n  " + "\n  ".join(first_line(r) for r in reasons),
                            held=reasons, ruleset=self.current.version if self.current else None)
             return True
-        news = was_held or self.current is None or self.current.version != ruleset.version
+        news = was_off or self.current is None or self.current.version != ruleset.version
         self.current, self.held = ruleset, None
         if news:
             self.log.event("rules", f"rule set {ruleset.version} in use", ruleset=ruleset.version)
