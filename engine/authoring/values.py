@@ -17,7 +17,8 @@ OFF_NEIGHBOURS = 7.5
 SLIPS = ((100, "a percent where a fraction is asked", "share"), (1000, "a thousand times off (k, M, G or T)", ""),
          (1e6, "a million times off", ""), (1e9, "a billion times off", ""),
          (8, "bits for bytes (Gb/s for GB/s)", "B"), (24, "days for hours", "time"),
-         (60, "minutes for seconds", "time"), (3600, "hours for seconds", "time"))
+         (60, "minutes for seconds", "time"), (3600, "hours for seconds", "time"),
+         (10, "the decimal point one place off", "money"), (100, "the decimal point two places off", "money"))
 TIME_UNITS = {"ms", "s", "minutes", "hours", "days"}
 SHARES = {"fraction", "×", "%"}
 # A model's parameters from its shape may differ from the published count by tied or untied
@@ -108,7 +109,7 @@ def _in_range(found: Findings, what: str, where: str, value: float, unit: str, b
                f"If it is right, declare {where_range} or say why: `accept: \"…why…\"`.", accept)
 
 
-def _neighbours(found: Findings, items: list[tuple], unit: str) -> None:
+def _neighbours(found: Findings, items: list[tuple], unit: str, how: str = '`accept: "…why…"`') -> None:
     """Each value against the median of the others of its kind."""
     if len(items) < 3:
         return
@@ -125,7 +126,7 @@ def _neighbours(found: Findings, items: list[tuple], unit: str) -> None:
             if factor else ""
         shown = f" {unit}" if unit and unit != "fraction" else ""
         message = (f"{what} is {_show(value)}{shown}, {_times(ratio)} its neighbours "
-                   f"(median {_show(middle)}){hint}. If it is right, say why beside it: `accept: \"…why…\"`.")
+                   f"(median {_show(middle)}){hint}. If it is right, say why beside it: {how}.")
         if accept:
             found.warn("value.neighbours", where, message, accept)     # acknowledged: shown, not held
         else:
@@ -134,7 +135,8 @@ def _neighbours(found: Findings, items: list[tuple], unit: str) -> None:
 
 def _slips(unit: str) -> list[tuple[float, str]]:
     """The slips a figure in `unit` can make: bits only for bytes, days and minutes only for times."""
-    kind = "time" if unit in TIME_UNITS else "B" if "B" in unit else "share" if unit in SHARES else "?"
+    kind = "time" if unit in TIME_UNITS else "B" if "B" in unit else "share" if unit in SHARES \
+        else "money" if "USD" in unit or "currency" in unit else "?"
     return [(factor, why) for factor, why, only in SLIPS if not only or only == kind]
 
 
@@ -166,7 +168,7 @@ def _catalog_neighbours(catalogs, found: Findings) -> None:
                     why = accepted(catalogs.nodes.get(("gpus", gid)) or {}).get(spec_field.path, "")
                     items.append((f"`{spec_field.path}` of `{gid}`",
                                   catalogs.field_where("gpus", gid, spec_field.path), float(value), why))
-            _neighbours(found, items, spec_field.unit)
+            _neighbours(found, items, spec_field.unit, f'`accept: {{{spec_field.path}: "…why…"}}` in the entry')
 
 
 def _field(entry: dict, path: str):

@@ -85,16 +85,18 @@ def run_check(args) -> int:
     checked = check_folder(*split_home(args.dir))
     for p in checked.errors:
         print(p)
-    if checked.errors:
+    if checked.ruleset is None:
         return 1
     ruleset, held = checked.ruleset, checked.held
-    for p in checked.accepted:
-        print(accepted_line(p))
     for p in held:
         print(f"{p.where}: warning: {p.message}")
+    if checked.errors:
+        return 1                  # the warnings are said too: a slip often shows as both
     warned = f", {len(held)} warning{'s' * (len(held) != 1)} above" if held else ""
     print(f"ok: {len(ruleset.rules)} rules, {len(ruleset.tables)} tables, {len(ruleset.catalogs.gpus)} GPUs, "
           f"{len(ruleset.catalogs.models)} models (rule set {ruleset.version}){warned}")
+    for p in checked.accepted:    # acknowledged beside their values: said, with the reason, after the verdict
+        print(accepted_line(p))
     if held:
         print("An edit with a warning is held (not used for quotes) until the value is fixed or the warning "
               "acknowledged beside it with `accept: \"…why…\"`.")
