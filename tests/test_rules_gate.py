@@ -151,3 +151,25 @@ def test_the_folder_service_keeps_quoting_the_published_set_while_an_edit_is_hel
     finally:
         if watcher.proc.poll() is None:
             watcher.kill()
+
+
+def test_the_mail_service_status_and_log_say_which_edit_is_held(home_copy, cache, tmp_path):
+    """The mail service has no inbox folder for RULES-HELD.txt: its RuleKeeper's status (`sizing mail
+    --status`) and its log carry the same words."""
+    from engine.services.log import ServiceLog
+    from engine.services.rulekeeper import RuleKeeper, describe
+    stream = io.StringIO()
+    keeper = RuleKeeper(home_copy / "rules", home_copy / "catalogs", ServiceLog(tmp_path / "log.jsonl", stream),
+                        settle=0)
+    keeper.poll(force_check=True)
+    published = keeper.current.version
+    slip(home_copy, "catalogs/gpus.yaml", PRICE, HELD_PRICE, V100)
+    keeper.poll(force_check=True)
+    state = keeper.status()
+    assert state["version"] == published and state["held"]["version"] != published
+    lines = describe(state)
+    assert f"rule set: {published} — the latest edit ({state['held']['version']}) is held" in lines[0]
+    assert any("is 249 USD/GPU-hour" in line for line in lines[1:]), lines
+    assert f"is held, not published; keeping rule set {published}" in stream.getvalue()
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any(r.get("held") for r in records)
