@@ -52,7 +52,7 @@ SLIPS = [
      "unit: hours\n    when: is_training\n    formula: training_time_hours / 24",
      "rule `training_time_days` is declared in hours, but its formula yields hours divided by 24", "error"),
     ("/1e6 for /1e9 inside a formula", "rules/model.yaml", "",
-     "formula: params * weight_bytes / 1e9", "formula: params * weight_bytes / 1e6",
+     "formula: weight_storage_bytes / 1e9", "formula: weight_storage_bytes / 1e6",
      "rule `weights_total_gb` is declared in GB, but its formula yields bytes: 1 bytes is 1e-09 GB", "error"),
     ("GiB taken for GB", "rules/capacity.yaml", "",
      'formula: gpu_spec(gpu, "memory_gb") * 1.073741824', 'formula: gpu_spec(gpu, "memory_gb")',
