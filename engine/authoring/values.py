@@ -31,6 +31,8 @@ FP8_PER_BF16 = (1.8, 2.2)
 
 @dataclass
 class Findings:
+    """What the checks found: errors stop an edit; warnings hold it unless acknowledged (`accept:`)."""
+
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 
