@@ -40,6 +40,14 @@ def test_very_long_names_are_cut_and_keep_their_extension():
     assert long_cjk.endswith(".yaml") and len(long_cjk.encode()) < 255   # fits any file system
 
 
+def test_two_long_names_alike_up_to_the_cut_keep_two_names():
+    # 150 shared characters, then "a" or "b": cut at 100 they would be one name; the hash of the
+    # whole name (as the folder service and the CLI end their stems) keeps them apart
+    first, second = safe_filename("Quote " * 25 + "a.xlsx"), safe_filename("Quote " * 25 + "b.xlsx")
+    assert first != second and len(first) <= 100 and len(second) <= 100
+    assert first.endswith(".xlsx") and first.startswith("Quote Quote")
+
+
 def headers(text: str) -> bytes:
     return text.replace("\n", "\r\n").encode() + b"\r\n"
 
@@ -86,6 +94,10 @@ def test_person_mail_is_not_automatic():
     '"alice@example.com" <mallory@evil.test>',              # the display name is not the address
     "not an address",
     "",
+    "<@evil.test:eve@example.com>",                         # a source route: relayed onwards
+    "Eve <@relay.test,@evil.test:eve@example.com>",
+    "eve%evil.test@example.com",                            # the percent hack: relayed to evil.test
+    "evil.test!eve@example.com",                            # a UUCP bang path
 ])
 def test_ambiguous_or_spoofed_senders_are_not_allowed(from_header):
     envelope = read_envelope(headers(f"From: {from_header}\n"))
@@ -112,6 +124,8 @@ def test_message_without_message_id_gets_a_stable_key():
     ("bob@corp.test", False),
     ("bob@example.com.evil.test", False),
     ("", False),
+    ("eve%evil.test@example.com", False),
+    ("evil.test!eve@example.com", False),
 ])
 def test_allowlist(address, allowed):
     assert is_allowed(address, ("example.com", "someone@partner.com", "*.corp.test")) is allowed

@@ -13,6 +13,8 @@ from email import policy
 from email.header import decode_header
 from email.utils import getaddresses
 
+from engine.files import HASH_CHARS
+
 # .xls is passed on too: the workbook reader explains old and password-protected files.
 INTAKE_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".yaml", ".yml", ".json")
 XLSX_TYPES = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",)
@@ -21,6 +23,8 @@ MAX_NAME = 100                                   # characters kept of an attachm
 ROBOT_LOCALPARTS = ("mailer-daemon", "postmaster", "noreply", "no-reply", "do-not-reply",
                     "donotreply")
 ADDRESS = re.compile(r"[^@\s<>()\[\]\\,;:\"]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+SOURCE_ROUTE = re.compile(r"<\s*@[^<>]*:")      # <@relay:user@domain>: the route is dropped by parsers
+ROUTING_CHARACTERS = "%!"                        # user%host@relay, host!user@relay: relayed onwards
 BOUNDARY_DEFECTS = ("NoBoundaryInMultipartDefect", "StartBoundaryNotFoundDefect",
                     "MultipartInvariantViolationDefect")
 
@@ -107,7 +111,9 @@ def is_allowed(address: str, allow: tuple[str, ...]) -> bool:
     """An address is allowed when listed itself, or its domain is (`*.example.com` for subdomains)."""
     if not address or "@" not in address:
         return False
-    domain = address.rsplit("@", 1)[1]
+    local, domain = address.rsplit("@", 1)
+    if any(c in local for c in ROUTING_CHARACTERS):
+        return False             # a relay of an allowed domain could pass the reply on elsewhere
     for entry in allow:
         if "@" in entry:
             if address == entry:
@@ -226,8 +232,13 @@ def safe_filename(name: str) -> str:
         stem, ext = name, ""
     stem = stem.strip(" ._")
     room = MAX_NAME - len(ext) - 1
-    while len(stem) > room or len(stem.encode()) > 3 * room // 2:
-        stem = stem[:-1]
+    if len(stem) > room or len(stem.encode()) > 3 * room // 2:
+        # cut, and ended with a short hash of the whole name: two long names alike up to the
+        # cut still get two names (and two sets of outputs in the reply), as in the other channels
+        digest = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+        while len(stem) + len(digest) > room or len((stem + digest).encode()) > 3 * room // 2:
+            stem = stem[:-1]
+        stem = stem.rstrip(" ._") + digest
     if not stem or stem.upper().split(".")[0] in ("CON", "PRN", "AUX", "NUL", *(
             f"{d}{n}" for d in ("COM", "LPT") for n in range(10))):
         stem = "attachment" + ("-" + stem if stem else "")
@@ -297,8 +308,11 @@ def _message_ids(value) -> list[str]:
 
 def _single_address(values: list) -> str:
     """The From address when there is exactly one well-formed address, else ""."""
+    texts = [decode_text(v) for v in values]
+    if any(SOURCE_ROUTE.search(t) for t in texts):
+        return ""                # a source route names where the mail would really go
     try:
-        pairs = getaddresses([decode_text(v) for v in values])
+        pairs = getaddresses(texts)
     except Exception:  # noqa: BLE001 — an unparseable From is treated as "no sender"
         return ""
     addresses = [a for _, a in pairs if a]
