@@ -16,7 +16,9 @@ EXAMPLES = (("sizing quote intake.xlsx", "intake.quote.xlsx, .quote.html and .qu
             ("sizing quote case.yaml --calibration calibration.yaml", "speeds corrected by your measurement"))
 EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable, or past the time or memory limit "
         "(each problem on stderr as cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); "
-        "1 the rule files are broken.")
+        "1 no published rule set: the rule files are broken or their edit is held by the publication gate and "
+        "none passed it before (an edit held while an earlier set was published is said on stderr, and that "
+        "set quotes).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,14 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from engine.calc.ruleset import current_ruleset
-    from engine.problems import SizingError
+    from engine.authoring.gate import consult
+    from engine.paths import CATALOGS_DIR, RULES_DIR
 
-    try:
-        ruleset = current_ruleset()
-    except SizingError as e:
-        for p in e.problems:
-            print(p, file=sys.stderr)
+    # Only a published rule set quotes: an edit the gate holds is said here, and the last set that passed quotes.
+    publication = consult(RULES_DIR, CATALOGS_DIR)
+    if publication.held:
+        print(publication.note(RULES_DIR), file=sys.stderr)
+    ruleset = publication.ruleset
+    if ruleset is None:
         return 1
     if args.calibration:
         import engine.job
