@@ -13,9 +13,9 @@ from engine.calc.planner import TRAINING, given_layout, plan_layout
 from engine.calc.targets import misses, objective_score
 
 SHOWN = 5                   # alternatives besides the requested configuration
-TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "fits_in_memory", "memory_per_gpu_gb",
+TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_currency", "fits_in_memory", "memory_per_gpu_gb",
                     "gpu_memory_gb", "meets_deadline")
-SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens",
+SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens", "cost_currency",
                    "fits_in_memory", "memory_per_gpu_gb", "gpu_memory_gb", "meets_latency_targets",
                    "meets_throughput", "job_hours", "ttft_target_used", "tpot_target_used", "throughput_needed")
 # A few layouts a competent team would try first: enough to tell a configuration that can work
@@ -63,6 +63,7 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
     (or, where none does, come nearest), ranked by `objective` (cost, time or gpus)."""
     training = values.get("workload") in TRAINING
     gpu = ruleset.catalogs.resolve_gpu(values.get("gpu")) or values.get("gpu")
+    values = priced_for(values, gpu)
     requested = _option(values, ruleset, gpu, _count(values.get("gpu_count")),
                         values.get("precision"), requested_layout, training, requested=True)
     grid = candidate_grid(values, ruleset, gpus, counts, precisions)
@@ -93,6 +94,12 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
     others.sort(key=lambda o: (not o.meets_targets, _score(o, objective) if o.meets_targets
                                else o.extra["shortfall"], o.gpu_count))
     return [requested] + others[:shown]
+
+
+def priced_for(values: dict, gpu) -> dict:
+    """The intake with its typed price tied to its own GPU (rules/cost.yaml, price_gpu): other GPUs
+    tried beside it pay their catalog price in the intake's currency, never the typed one."""
+    return {**values, "price_gpu": gpu} if gpu else dict(values)
 
 
 def candidate_grid(values: dict, ruleset, gpus=None, counts=None, precisions=None) -> dict[str, list]:

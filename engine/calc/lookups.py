@@ -142,21 +142,35 @@ class Lookups:
         return _per_id(optimizer, lambda o: self._number("optimizers", o, field), "number")
 
     def _peak(self, gpu: Any, precision: Any) -> tuple[float, str]:
-        """Dense peak for a precision, following the precision's fallback chain."""
+        """Dense peak for a precision: its own, else along the precision's fallback chain, else the
+        nearest the GPU has (same width first, then wider, then narrower: Gaudi 2 FP16 → BF16)."""
         entry = self._entry("gpus", gpu)
         if entry is None:
             return NAN, ""
         peaks = entry.get("dense_tflops") or {}
-        seen, current = set(), precision
-        while current and current not in seen:
-            seen.add(current)
+        for current in self._nearest(precision):
             value = peaks.get(current)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                 if current != precision:
                     self._field("precisions", precision, "fallback")     # recorded: why another precision
                 return self._number("gpus", gpu, f"dense_tflops.{current}"), str(current)
-            current = (self.catalogs.precisions.get(current) or {}).get("fallback")
         return NAN, ""
+
+    def _nearest(self, precision: Any) -> list[str]:
+        """The precision, its fallback chain, then every other precision by closeness in width."""
+        table = self.catalogs.precisions
+        order, current = [], precision
+        while current and current not in order:
+            order.append(current)
+            current = (table.get(current) or {}).get("fallback")
+        width = (table.get(precision) or {}).get("bytes")
+        if not isinstance(width, (int, float)):
+            return order
+
+        def distance(other: str) -> tuple:
+            size = (table.get(other) or {}).get("bytes") or 0
+            return (size != width, size < width, abs(size - width))
+        return order + sorted((p for p in table if p not in order), key=distance)
 
     def dense_peak(self, gpu, precision):
         """dense_peak(gpu, precision): the GPU's dense peak TFLOPS (TOPS for int8/int4) at that precision; when the GPU lacks it, the peak of the precision's fallback (catalogs/precisions.yaml)."""

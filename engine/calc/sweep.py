@@ -8,6 +8,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from engine.calc.alternatives import priced_for
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
 from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, model_copies,
                                  plan_outputs, rank_layouts)
@@ -23,7 +24,7 @@ SHOWN = ["gpu_name", "gpu_count", "precision", "layout", "training_time_days", "
 FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_per_million_tokens", "memory_per_gpu_gb",
            "gpu_memory_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets", "meets_throughput",
            "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
-           "throughput_needed", "bottleneck", "gpu_name")
+           "throughput_needed", "bottleneck", "gpu_name", "cost_currency")
 
 
 @dataclass
@@ -59,6 +60,7 @@ def sweep(intake, ruleset, grid: dict[str, list], *, objective: str = "cost",
     the planner would choose for it; precisions a GPU lacks are left out, not quoted at a fallback."""
     values = input_values(intake)
     workload = values.get("workload")
+    values = priced_for(values, ruleset.catalogs.resolve_gpu(values.get("gpu")) or values.get("gpu"))
     gpus = [ruleset.catalogs.resolve_gpu(g) or g for g in (grid.get("gpu") or [values.get("gpu")])]
     counts = [int(c) for c in (grid.get("gpu_count") or [values.get("gpu_count")])]
     precisions = list(grid.get("precision") or [values.get("precision")])
