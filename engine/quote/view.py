@@ -179,7 +179,9 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         generated_at=datetime.now().astimezone().replace(microsecond=0),
         ruleset=results.ruleset,
         headline=_feasibility_headline(m, values, inputs, gpu, count) or _headline(m, values, gpu, count),
-        verdicts=_instead(m, values, results.alternatives, cost_label) + _verdicts(m, values),
+        verdicts=_instead(m, values, results.alternatives,
+                          _cost_label(m, {**values, "cost_total": 0}, inputs, "alternatives.cost_per_period"))
+        + _verdicts(m, values),
         key_figures=[hardware] + [result(k) for k in KEY_FIGURES if k in values
                                   and k != _slower_time_unit(values)],
         sections=sections,
