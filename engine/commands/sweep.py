@@ -76,7 +76,8 @@ def run(args) -> int:
             print(f"Nearest: {_configuration(nearest)}, {_miss_words(nearest, intake.values)}.")
         return 1
     best = qualifying.iloc[0]
-    print(f"\nRecommended: {_configuration(best)} (lowest {args.by}).")
+    print(f"\nRecommended: {_configuration(best)} (lowest {args.by}; within 3%, fewer GPUs; "
+          f"memory headroom kept).")
     return 0
 
 
@@ -99,7 +100,7 @@ def _days(values: dict) -> str:
 
 
 def _failure_words(failures: dict[str, int], values: dict) -> str:
-    words = {"layout": "cannot take the fixed layout", "memory": "do not fit in memory",
+    words = {"layout": "cannot take the fixed layout", "memory": "do not fit in memory with headroom",
              "deadline": f"miss the {_days(values)}-day deadline",
              "latency": "miss the latency targets", "throughput": "cannot carry the request rate"}
     return "; ".join(f"{n} {words[c]}" for c, n in failures.items()) or "no configuration was evaluated"

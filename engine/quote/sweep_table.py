@@ -18,7 +18,7 @@ TEMPLATE = "sweep.html.j2"
 TRAINING_COLUMNS = ("training_time_days", "cost_total", "memory_per_gpu_gb", "gpu_memory_gb")
 SERVING_COLUMNS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens",
                    "memory_per_gpu_gb", "gpu_memory_gb")
-CRITERIA_WORDS = {"layout": "the fixed layout does not divide the GPUs", "memory": "does not fit in memory",
+CRITERIA_WORDS = {"layout": "the fixed layout does not divide the GPUs", "memory": "does not fit in memory with its headroom",
                   "deadline": "misses the deadline", "latency": "misses the latency targets",
                   "throughput": "cannot carry the request rate"}
 MAX_ROWS_SHOWN = 500         # the HTML page and workbook list the best; the CSV keeps every configuration
