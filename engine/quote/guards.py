@@ -90,7 +90,7 @@ def guard(results: Results, workload: str) -> list[Withheld]:
                                                                         item.detail)
     if found:
         results.warnings.append(_notice(results, list(found.values())))
-    _strip_requested(results)
+    _strip_options(results)
     return list(found.values())
 
 
@@ -145,11 +145,11 @@ def _notice(results: Results, items: list[Withheld]) -> Notice:
     return Notice("withheld", text, "engine/quote/guards.py", "warning")
 
 
-def _strip_requested(results: Results) -> None:
-    """The requested configuration among the alternatives gives no running figures when it cannot
-    hold the model: the keys stay (the JSON contract), their values are blank."""
+def _strip_options(results: Results) -> None:
+    """A configuration among the alternatives (the request too) gives no running figures when it
+    cannot hold the model: the keys stay (the JSON contract), their values are blank."""
     for option in results.alternatives or []:
-        if option.requested and option.figures.get("fits_in_memory") is False:
+        if option.figures.get("fits_in_memory") is False:
             for key in RUNNING:
                 if key in option.figures:
                     option.figures[key] = None
