@@ -83,8 +83,11 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
     kinds: dict[bool, set] = {False: set(), True: set()}
     asked = (requested.gpu, requested.gpu_count, requested.precision)
     for row in ranked:
+        if len(groups[False]) >= shown - CHANGES and len(groups[True]) >= CHANGES:
+            break               # enough of both: planning a layout is the costly part
         change = row["precision"] != requested.precision
-        if row["gpu"] in kinds[change] or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
+        if len(groups[change]) >= shown or row["gpu"] in kinds[change] \
+                or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
             continue            # one line per GPU type and group (the requested type too, at another count or precision)
         scenario = {**values, "gpu": row["gpu"], "gpu_count": int(row["gpu_count"]),
                     "precision": row["precision"]}
@@ -95,8 +98,6 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
         option.extra["precision_change"] = change
         kinds[change].add(row["gpu"])
         groups[change].append(option)
-        if len(groups[False]) >= shown and len(groups[True]) >= CHANGES:
-            break
     same, changed = (_settled(groups[c], objective) for c in (False, True))
     count = min(len(changed), CHANGES if same else shown)
     others = same[:shown - count]
