@@ -28,14 +28,32 @@ def validate_cli(*args):
     return code, out.getvalue()
 
 
+# Issue 24's new sources, entered before any model change: the rules were chosen without them, so
+# their errors at the rules as shipped are out of sample by construction (docs/accuracy.md, "New
+# evidence, first measured"). They stay out of the fits and of the bands below until a model change
+# answers them; refitting on them first would hide what they measure.
+NEW_SOURCES = frozenset({"trtllm-blog-h200launch", "trtllm-blog-falcon180b", "exllamav2-readme",
+                         "premai-benchmarks", "lmdeploy-docs", "autoawq-readme", "oci-blog-mi300x",
+                         "intel-gaudi2-perf", "intel-gaudi3-perf", "sglang-bench-vllm060"})
+# Their median |error| as first measured (28.1% on 62 serving figures; 32.4% on the first 48);
+# a change may only lower it.
+NEW_EVIDENCE_MEDIAN = 0.29
+
+
 @pytest.fixture(scope="module")
 def cases():
     return load_cases(DEFAULT_CASES)
 
 
 @pytest.fixture(scope="module")
-def cv(ruleset, cases):
-    return cross_validate(cases, ruleset)
+def chosen_from(cases):
+    """The cases the coefficients and bands were chosen from: every source but issue 24's new ones."""
+    return [c for c in cases if c.source["id"] not in NEW_SOURCES]
+
+
+@pytest.fixture(scope="module")
+def cv(ruleset, chosen_from):
+    return cross_validate(chosen_from, ruleset)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +66,23 @@ def test_the_evidence_is_broad(cases):
     figures = sum(len(c.measured) for c in cases)
     assert figures >= 80 and len(sources) >= 15, (figures, sorted(sources))
     assert all(c.source.get("url") and c.source.get("location") for c in cases)
+
+
+def test_new_sources_are_new_and_broad(cases):
+    """At least 30 figures from sources the file did not cite before, over several stacks and vendors."""
+    new = [c for c in cases if c.source["id"] in NEW_SOURCES]
+    old_urls = {c.source["url"] for c in cases if c.source["id"] not in NEW_SOURCES}
+    assert sum(len(c.measured) for c in new) >= 30
+    assert not {c.source["url"] for c in new} & old_urls
+    assert {"MI300X", "Gaudi2", "Gaudi3", "H100", "H200", "4090", "A100-80GB"} <= {c.intake["gpu"] for c in new}
+
+
+def test_new_evidence_is_no_worse_than_first_measured(table, cases):
+    """The rules never saw these sources: their errors here are out of sample, as the issue asks."""
+    new_ids = {c.id for c in cases if c.source["id"] in NEW_SOURCES}
+    rows = table[table["case"].isin(new_ids)]
+    assert len(rows) >= 30
+    assert rows["error"].abs().median() <= NEW_EVIDENCE_MEDIAN, rows[["case", "error"]]
 
 
 @pytest.mark.parametrize("group", sorted(TARGETS))
@@ -91,10 +126,10 @@ def _band(errors) -> float:
 
 
 @pytest.mark.parametrize("group", ["training", "inference"])
-def test_uncertainty_bands_are_the_out_of_sample_errors(ruleset, cv, cases, group):
+def test_uncertainty_bands_are_the_out_of_sample_errors(ruleset, cv, chosen_from, group):
     _, oos = cv_tables(cv)
     family = {c.id: evaluate({"gpu": c.intake.get("gpu")}, ruleset, only=["fitted_gpu_family"])
-              .values["fitted_gpu_family"] for c in cases}
+              .values["fitted_gpu_family"] for c in chosen_from}
     rows = oos[oos["group"] == group]
     fitted = rows["case"].map(family).astype(bool)
     band = _band(rows[fitted]["error"])

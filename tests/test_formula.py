@@ -94,6 +94,19 @@ def test_catalog_lookups_resolve_aliases_and_vectorise():
     assert run('has_precision(gpu, "bf16")', gpu="V100") is False
 
 
+def test_a_format_computing_at_another_rate_is_not_a_fallback():
+    # NVFP4 and MXFP4 run at Blackwell's FP4 rate (B200: 9,000 dense, catalogs/gpus.yaml) without a
+    # "no support" warning; an H100 has no FP4 and falls back to FP8 (1,979), and says so.
+    assert run('dense_peak(gpu, "nvfp4")', gpu="B200") == 9000
+    assert run('has_precision(gpu, "mxfp4")', gpu="B200") is True
+    assert run('dense_peak(gpu, "nvfp4")', gpu="H100") == 1979
+    assert run('has_precision(gpu, "nvfp4")', gpu="H100") is False
+    # the layout fields of the 4-bit formats, and their absence for a plain one
+    assert run('precision_spec(p, "scale_bits")', p="mxfp4") == 0.25
+    assert run('precision_flag(p, "linear_only")', p="awq") is True
+    assert run('precision_flag(p, "linear_only")', p="int4") is False
+
+
 def test_speedup_table_interpolates_and_keeps_efficiency_beyond_the_last_point():
     # catalogs/scaling.yaml: {1: 1.0, 2: 1.6, 4: 3.0}; 3 GPUs → midway 2.3; 8 GPUs → 8 × 3.0/4 = 6.0
     assert run('speedup("pcie_workstation", n)', n=3.0) == pytest.approx(2.3)

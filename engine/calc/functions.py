@@ -209,6 +209,10 @@ def _catalog_functions(catalogs, tables: dict) -> list[FunctionSpec]:
         FunctionSpec("has_precision", look.has_precision, ("text", "text"), "bool",
                      look.has_precision.__doc__),
         FunctionSpec("bytes_per", look.bytes_per, ("text",), "number", look.bytes_per.__doc__),
+        FunctionSpec("precision_spec", look.precision_spec, ("text", "text"), "number",
+                     look.precision_spec.__doc__, constant_args=quoted2, catalog="precisions"),
+        FunctionSpec("precision_flag", look.precision_flag, ("text", "text"), "bool",
+                     look.precision_flag.__doc__, constant_args=quoted2, catalog="precisions"),
         FunctionSpec("speedup", look.speedup, ("text", "number"), "number", look.speedup.__doc__,
                      constant_args=frozenset({0})),
     ]

@@ -148,29 +148,36 @@ class Lookups:
         if entry is None:
             return NAN, ""
         peaks = entry.get("dense_tflops") or {}
-        for current in self._nearest(precision):
+        rate = self._rate(precision)
+        for current in self._nearest(rate):
             value = peaks.get(current)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                if current != precision:
+                if current != rate:
                     self._field("precisions", precision, "fallback")     # recorded: why another precision
                 return self._number("gpus", gpu, f"dense_tflops.{current}"), str(current)
         return NAN, ""
 
-    def _nearest(self, precision: Any) -> list[str]:
-        """The precision, its fallback chain, then every other precision by closeness in width."""
+    def _nearest(self, precision: Any):
+        """The precision, its fallback chain, then every other precision by closeness in width
+        (sorted only when the chain has no rate the GPU lists)."""
         table = self.catalogs.precisions
         order, current = [], precision
         while current and current not in order:
             order.append(current)
+            yield current
             current = (table.get(current) or {}).get("fallback")
         width = (table.get(precision) or {}).get("bytes")
         if not isinstance(width, (int, float)):
-            return order
+            return
 
         def distance(other: str) -> tuple:
             size = (table.get(other) or {}).get("bytes") or 0
             return (size != width, size < width, abs(size - width))
-        return order + sorted((p for p in table if p not in order), key=distance)
+        yield from sorted((p for p in table if p not in order), key=distance)
+
+    def _rate(self, precision: Any) -> Any:
+        """The tensor rate a format computes at: its own, or the one it names (NVFP4 and MXFP4 run at FP4's)."""
+        return (self.catalogs.precisions.get(precision) or {}).get("rate") or precision
 
     def dense_peak(self, gpu, precision):
         """dense_peak(gpu, precision): the GPU's dense peak TFLOPS (TOPS for int8/int4) at that precision; when the GPU lacks it, the peak of the precision's fallback (catalogs/precisions.yaml)."""
@@ -182,7 +189,15 @@ class Lookups:
 
     def has_precision(self, gpu, precision):
         """has_precision(gpu, precision): true when the GPU has its own figure for that precision."""
-        return self._pairwise(gpu, precision, lambda g, p: self._peak(g, p)[1] == p, "bool")
+        return self._pairwise(gpu, precision, lambda g, p: self._peak(g, p)[1] == self._rate(p), "bool")
+
+    def precision_spec(self, precision, field):
+        """precision_spec(precision, "field"): a number from catalogs/precisions.yaml, e.g. precision_spec(weight_format, "scale_bits"); blank when the format has none."""
+        return _per_id(precision, lambda p: self._number("precisions", p, field), "number")
+
+    def precision_flag(self, precision, field):
+        """precision_flag(precision, "field"): true when the catalogs/precisions.yaml field is true, e.g. precision_flag(weight_format, "linear_only"); false when absent."""
+        return _per_id(precision, lambda p: _dig(self._entry("precisions", p) or {}, field) is True, "bool")
 
     def bytes_per(self, precision):
         """bytes_per(precision): bytes per element (fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5)."""
