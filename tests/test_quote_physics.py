@@ -135,6 +135,33 @@ def test_an_impossible_request_says_so_and_leads_with_what_works(tmp_path, rules
     assert "does not run" in " ".join(job.quote.warnings)
 
 
+MISSED_TARGET = """\
+customer: Test
+workload: online-inference
+model: llama-3.1-70b
+precision: bf16
+prompt_tokens: 1000
+output_tokens: 200
+concurrency: 16
+tpot_target_ms: 20
+gpu: A100 80GB
+gpu_count: 2
+"""
+
+
+def test_a_missed_target_is_infeasible_and_the_quote_leads_with_what_meets_it(tmp_path, ruleset):
+    # 70 B in BF16 over 2 A100s: at least 141 GB ÷ (2 × 2,039 GB/s) = 35 ms a token, above the 20 ms asked
+    job, doc, _ = quote(tmp_path, "target", MISSED_TARGET, ruleset)
+    r = doc["results"]
+    assert r["feasible"] is False and r["fits_in_memory"] is True and r["tpot_ms"] > 20
+    assert doc["headline"] == "2 × A100 SXM4 80GB cannot meet the targets set: the latency targets."
+    lead = job.quote.verdicts[0]
+    assert lead.startswith("The cheapest configuration that works:")
+    working = [a for a in doc["alternatives"] if a["meets_targets"] and not a["precision_change"]]
+    cheapest = min(working, key=lambda a: a["cost_total"])
+    assert cheapest["tpot_ms"] <= 20 and f"{cheapest['gpu_count']} × " in lead
+
+
 def test_a_configuration_that_works_is_feasible(tmp_path, ruleset):
     _, doc, _ = quote(tmp_path, "h20", H20_CNY.format(lang="en"), ruleset, formats=("json",))
     assert doc["results"]["feasible"] is True and doc["results"]["fits_in_memory"] is True
