@@ -1,9 +1,9 @@
 """Mail-in to reply-out latency of a real `sizing mail` process (real Dovecot, real aiosmtpd).
 
-    .venv/bin/python bench/bench_mail.py [--messages 20] [--poll 5] [--gap 1.0] [--idle] [--kind xlsx]
+    .venv/bin/python bench/bench_mail.py [--messages 20] [--poll 5] [--gap 1.0] [--no-idle] [--kind xlsx]
 
 A private Dovecot and an aiosmtpd sink start on loopback; `sizing mail` runs against them
-with the given poll interval (IDLE off unless --idle). Each message carries one sample intake
+with IMAP IDLE, as deployed (`--no-idle`: polling every `--poll` seconds instead). Each message carries one sample intake
 (a filled workbook, or its YAML twin) and is delivered by IMAP APPEND `--gap` seconds after
 the previous one, so arrivals fall at every point of the poll cycle. Latency = APPEND done →
 reply accepted by the SMTP sink. Needs `dovecot` (apt-get install dovecot-imapd) and root.
@@ -48,7 +48,8 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=20)
     parser.add_argument("--poll", type=float, default=5.0, help="poll_seconds of the service")
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between deliveries")
-    parser.add_argument("--idle", action="store_true", help="let IMAP IDLE wake the service")
+    parser.add_argument("--no-idle", dest="idle", action="store_false",
+                        help="poll every --poll seconds instead of letting IMAP IDLE wake the service")
     parser.add_argument("--kind", choices=("xlsx", "yaml"), default="xlsx")
     args = parser.parse_args()
 
@@ -79,6 +80,8 @@ def main() -> int:
     print(f"  min {latency[0]:.2f}  median {statistics.median(latency):.2f}  "
           f"p95 {latency[int(0.95 * (len(latency) - 1))]:.2f}  max {latency[-1]:.2f}")
     print(f"  all under 10 s: {'yes' if latency[-1] < 10 else 'NO'}")
+    if args.idle:       # the aim of issue 26: with IDLE a reply follows in about a second
+        print(f"  median at most 1.5 s: {'yes' if statistics.median(latency) <= 1.5 else 'NO'}")
     return 0 if latency[-1] < 10 else 1
 
 

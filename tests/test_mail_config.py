@@ -96,3 +96,61 @@ def test_bad_allowlist_entries(tmp_path, entry):
     path = write(tmp_path, "")
     path.write_text(path.read_text().replace('"example.com", ', f'"{entry}", '))
     assert any("neither an address" in p for p in problems(path))
+
+
+OAUTH_MICROSOFT = """
+[oauth2]
+provider = "microsoft"
+tenant = "contoso.onmicrosoft.com"
+client_id = "11111111-2222-3333-4444-555555555555"
+client_secret_env = "M365_SECRET"
+"""
+
+
+def oauth(text: str) -> str:
+    """The example with both servers signing in by OAuth 2.0 instead of a password."""
+    return (text.replace('password_env = "SIZING_IMAP_PASSWORD"', 'auth = "oauth2"')
+            .replace('# auth = "password"        # password | oauth2 (then', 'auth = "oauth2"\nuser = '
+                     '"quotes@example.com" # (then'))
+
+
+def test_an_oauth_config_needs_no_password_and_reads_no_secret_from_the_file(tmp_path):
+    path = tmp_path / "mail.toml"
+    path.write_text(oauth(EXAMPLE.read_text()) + OAUTH_MICROSOFT)
+    config = load_config(path, environ={"M365_SECRET": "x"})
+    assert config.imap.oauth and config.smtp.oauth and config.smtp.user == "quotes@example.com"
+    assert (config.oauth2.provider, config.oauth2.tenant) == ("microsoft", "contoso.onmicrosoft.com")
+    [message] = problems(path, environ={})
+    assert "M365_SECRET is not set" in message
+    path.write_text(oauth(EXAMPLE.read_text()) + OAUTH_MICROSOFT + 'client_secret = "abc~123"\n')
+    found = problems(path, environ={"M365_SECRET": "x"})
+    assert any("secrets are never read from the file" in p for p in found)
+    assert not any("abc~123" in p for p in found)
+
+
+def test_what_each_oauth_provider_lacks_is_named_with_the_line(tmp_path):
+    path = tmp_path / "mail.toml"
+    text = oauth(EXAMPLE.read_text())
+    path.write_text(text + '\n[oauth2]\nprovider = "microsoft"\n')
+    found = problems(path)
+    section = len(text.splitlines()) + 2                      # the [oauth2] header
+    assert any(p.startswith(f"{path}:{section}: [oauth2] tenant is missing") for p in found), found
+    assert any("client_id is missing" in p for p in found)
+    assert any("client secret either by client_secret_env or by client_secret_file" in p for p in found)
+    path.write_text(text + '\n[oauth2]\nprovider = "google"\nservice_account_file = "sa.json"\n')
+    [message] = problems(path)
+    assert "sa.json does not exist" in message
+    path.write_text(text + '\n[oauth2]\nprovider = "okta"\n')
+    [message] = problems(path)
+    assert "provider must be one of command, microsoft, google, not 'okta'" in message
+    path.write_text(text.replace('auth = "oauth2"', 'auth = "oauth2"\npassword_env = "X"', 1)
+                    + '\n[oauth2]\nprovider = "command"\ntoken_command = "get-token"\n')
+    [message] = problems(path)
+    assert "signs in with a token, not a password: remove password_env" in message
+
+
+def test_the_status_reads_no_secret(tmp_path):
+    path = tmp_path / "mail.toml"
+    path.write_text(oauth(EXAMPLE.read_text()) + OAUTH_MICROSOFT)
+    assert load_config(path, environ={}, secrets=False).oauth2.client_secret_env == "M365_SECRET"
+    assert load_config(EXAMPLE, environ={}, secrets=False).imap.password_env == "SIZING_IMAP_PASSWORD"

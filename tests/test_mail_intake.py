@@ -86,6 +86,10 @@ def test_person_mail_is_not_automatic():
     '"alice@example.com" <mallory@evil.test>',              # the display name is not the address
     "not an address",
     "",
+    "<@evil.test:eve@example.com>",                         # a source route: relayed onwards
+    "Eve <@relay.test,@evil.test:eve@example.com>",
+    "eve%evil.test@example.com",                            # the percent hack: relayed to evil.test
+    "evil.test!eve@example.com",                            # a UUCP bang path
 ])
 def test_ambiguous_or_spoofed_senders_are_not_allowed(from_header):
     envelope = read_envelope(headers(f"From: {from_header}\n"))
@@ -112,6 +116,8 @@ def test_message_without_message_id_gets_a_stable_key():
     ("bob@corp.test", False),
     ("bob@example.com.evil.test", False),
     ("", False),
+    ("eve%evil.test@example.com", False),
+    ("evil.test!eve@example.com", False),
 ])
 def test_allowlist(address, allowed):
     assert is_allowed(address, ("example.com", "someone@partner.com", "*.corp.test")) is allowed

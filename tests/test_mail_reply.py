@@ -12,11 +12,13 @@ import pytest
 from engine.job import run_job
 from engine.paths import LANGUAGES
 from engine.services.mail.inbound import Envelope, Refusal
-from engine.services.mail.reply import (Outcome, catalogue, failure_note, failure_reply,
+from engine.services.mail.reply import (Outcome, Review, catalogue, failure_note, failure_reply,
                                         quote_reply, refusal_reply, template_reply)
 
 ROOT = Path(__file__).resolve().parent.parent
 SENDER = "quotes@example.com"
+REVIEW = Review("Dana in sales operations", 4)
+FIGURES_NOTE = "the attached workbook shows every formula behind them"
 
 
 def envelope(subject="Quote please") -> Envelope:
@@ -60,7 +62,7 @@ def test_user_text_is_escaped_in_the_html(tmp_path):
                                     'model: "<svg onload=alert(1)>"\ngpu: H100\ngpu_count: 8\n')
     assert job.status == "invalid"
     reply = roundtrip(quote_reply(envelope(), [Outcome("x.yaml", "invalid", job)], sender=SENDER,
-                                  failed_folder="Failed"))
+                                  review=REVIEW))
     html = reply.get_body(("html",)).get_content()
     assert "<script" not in html and "<svg" not in html and "&lt;svg onload" in html
 
@@ -70,12 +72,13 @@ def test_a_quote_reply_lists_the_key_figures_in_the_intake_language(tmp_path):
     job = quote(tmp_path, "lora.yaml", text)
     assert job.status == "quoted"
     reply = roundtrip(quote_reply(envelope(), [Outcome("lora.yaml", "quoted", job)], sender=SENDER,
-                                  failed_folder="Failed"))
+                                  review=REVIEW))
     body = reply.get_body(("plain",)).get_content()
     assert reply["Content-Language"] == "zh-TW"
     assert "估價完成" in body and "以下是您需求表的估價。" in body
     for figure in job.quote.key_figures:
         assert f"{figure.label}: {figure.text}" in body
+    assert catalogue("zh-TW")["figures_note"] in body
     assert {p.get_filename() for p in reply.iter_attachments()} == {"lora.quote.xlsx", "lora.quote.html"}
 
 
@@ -84,11 +87,13 @@ def test_refused_and_failed_attachments_say_why(tmp_path):
     outcomes = [Outcome("junk.xlsx", "failed", failed),
                 Outcome("big.yaml", "refused", refusal=Refusal("big.yaml", "too_big",
                                                                {"mb": "12", "limit_mb": "10"}))]
-    reply = roundtrip(quote_reply(envelope(), outcomes, sender=SENDER, failed_folder="Failed"))
+    reply = roundtrip(quote_reply(envelope(), outcomes, sender=SENDER, review=REVIEW))
     body = reply.get_body(("plain",)).get_content()
     assert "== junk.xlsx: Could not be quoted ==" in body and failed.problems[0].message in body
     assert "The file is 12 MB; files up to 10 MB are read." in body
-    assert "kept for review in the Failed folder" in body
+    assert "Dana in sales operations has been told and will look at it within 4 hours" in body
+    assert "Failed" not in body                      # a folder name means nothing to the sender
+    assert FIGURES_NOTE not in body                  # no figures given, no note about them
     assert list(reply.iter_attachments()) == []
 
 
@@ -96,9 +101,30 @@ def test_refused_and_failed_attachments_say_why(tmp_path):
 def test_message_failures_read_in_every_language(code):
     for lang in LANGUAGES:
         reply = roundtrip(failure_reply(envelope(), code, {"mb": "30", "limit_mb": "25", "detail": "x"},
-                                        sender=SENDER, lang=lang, failed_folder="Failed"))
+                                        sender=SENDER, lang=lang, review=REVIEW))
         body = reply.get_body(("plain",)).get_content()
         assert catalogue(lang)["message_failures"][code].split("{")[0][:8] in body
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_figures_note_is_only_on_replies_with_figures(lang):
+    """Template, refusal and failure replies carry no figures, so no word about their formulas."""
+    note = catalogue(lang)["figures_note"]
+    for reply in (template_reply(envelope(), sender=SENDER, lang=lang, template=None),
+                  refusal_reply(envelope(), sender=SENDER, lang=lang),
+                  failure_reply(envelope(), "structure", {}, sender=SENDER, lang=lang, review=REVIEW)):
+        shown = roundtrip(reply)
+        assert note not in shown.get_body(("plain",)).get_content()
+        assert note not in shown.get_body(("html",)).get_content()
+
+
+def test_a_failed_intake_in_chinese_gets_a_chinese_wrapper_when_nothing_was_read(tmp_path):
+    """No intake could be read: the wrapper follows the service's language, not English."""
+    outcomes = [Outcome("估價.xlsx", "failed", detail="MemoryError")]
+    reply = roundtrip(quote_reply(envelope(), outcomes, sender=SENDER, review=REVIEW, lang="zh-CN"))
+    body = reply.get_body(("plain",)).get_content()
+    assert reply["Content-Language"] == "zh-CN"
+    assert catalogue("zh-CN")["intro"]["failed"] in body and "4 小时内" in body
 
 
 def test_catalogues_have_the_same_entries_and_fields():

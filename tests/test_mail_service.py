@@ -309,9 +309,10 @@ def test_damaged_base64_is_refused_and_filed_with_the_reason(mailbox):
     mailbox.deliver(raw.replace(encoded, encoded[:-4] + b"%%!!", 1))
     mailbox.poll()
     reply = only_reply(mailbox)["message"]
-    assert "damaged in transit" in text(reply) and "Failed folder" in text(reply)
+    assert "damaged in transit" in text(reply)
+    assert "quotes@example.com has been told and will look at it within 24 hours" in text(reply)
     assert files(reply) == {}
-    assert "seed.yaml: refused" in failed_note(mailbox)
+    assert "seed.yaml: not read (damaged)" in failed_note(mailbox)
     assert mailbox.counts()["INBOX"] == 0
 
 
@@ -403,15 +404,19 @@ def test_a_password_protected_workbook_is_explained(mailbox):
     reply = only_reply(mailbox)["message"]
     assert "== locked.xlsx: Could not be quoted ==" in text(reply)
     assert "password" in text(reply).lower()
-    assert "locked.xlsx: failed" in failed_note(mailbox)
+    assert "locked.xlsx: could not be quoted: " in failed_note(mailbox)      # with the reason:
+    assert "password-protected" in failed_note(mailbox)
 
 
 def test_a_file_that_is_not_a_workbook_fails_cleanly(mailbox):
     mailbox.deliver(request(("intake.xlsx", b"this is not a zip file at all")))
     mailbox.poll()
     reply = only_reply(mailbox)["message"]
-    assert "Could not be quoted" in text(reply) and "Failed folder" in text(reply)
-    failed_note(mailbox)
+    assert "Could not be quoted" in text(reply) and "Failed folder" not in text(reply)
+    assert "within 24 hours" in text(reply)
+    note = failed_note(mailbox)
+    # the reader's own sentence, not just "failed"
+    assert re.search(r"Reason: +intake\.xlsx: could not be quoted: .+: .{20,}", note), note
 
 
 def test_an_smtp_outage_keeps_the_message_and_sends_once_it_is_back(mailbox, smtp_sink):

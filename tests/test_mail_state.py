@@ -66,3 +66,25 @@ def test_refusals_are_counted_and_then_given_up(state):
 def test_only_one_service_per_state_file(state, tmp_path):
     with pytest.raises(SizingError, match="another mail service"):
         MailState(tmp_path / "state.sqlite3")
+
+
+def test_the_database_and_the_stored_replies_are_the_owners_alone(tmp_path):
+    """Stored replies carry prices: the database, SQLite's -wal/-shm and the lock are 0600,
+    also when the process's umask would let others read, and an older 0644 file is tightened."""
+    import os
+    import stat
+    old = tmp_path / "old.sqlite3"
+    sqlite3.connect(old).close()
+    old.chmod(0o644)
+    previous = os.umask(0o022)
+    try:
+        for path in (tmp_path / "new.sqlite3", old):
+            state = MailState(path)
+            state.plan_reply("<m@x>", "a@example.com", "<r@x>", b"price: 12 345 USD", "Processed")
+            files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", ".lock"))]
+            assert all(f.exists() for f in files)
+            for f in files:
+                assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+            state.close()
+    finally:
+        os.umask(previous)

@@ -11,8 +11,12 @@ from pathlib import Path
 
 from engine.paths import LANGUAGES
 from engine.problems import Problem, SizingError
+from engine.services.mail.oauth import MECHANISMS, PROVIDERS, OAuthConfig
 
 SECURITY = ("none", "starttls", "tls")
+AUTH = ("password", "oauth2")
+SECRET_KEYS = ("password", "pass", "secret", "client_secret", "refresh_token", "access_token",
+               "token", "private_key")
 OUTSIDERS = ("ignore", "refuse")
 
 # Every key the file may hold: (section, key) → (type, default, help). The table is the
@@ -22,22 +26,42 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("imap", "host"): (str, REQUIRED, "IMAP server name or address"),
     ("imap", "port"): (int, REQUIRED, "IMAP port (143 or 993 usually)"),
     ("imap", "user"): (str, REQUIRED, "IMAP login"),
-    ("imap", "password_env"): (str, REQUIRED, "name of the environment variable holding the IMAP password"),
+    ("imap", "auth"): (str, "password", "password | oauth2 (sign in with a token, see [oauth2])"),
+    ("imap", "password_env"): (str, "", "name of the environment variable holding the IMAP password"),
     ("imap", "security"): (str, "tls", "none | starttls | tls"),
     ("imap", "ca_file"): (str, "", "CA bundle for a server with a private certificate"),
     ("imap", "folder"): (str, "INBOX", "folder watched for new quote requests"),
     ("imap", "processed_folder"): (str, "Processed", "where answered (and ignored) mail is moved"),
     ("imap", "failed_folder"): (str, "Failed", "where mail that could not be quoted is moved, with a note"),
     ("imap", "idle"): (bool, True, "wait with IMAP IDLE between polls when the server offers it"),
-    ("imap", "timeout_seconds"): ((int, float), 60, "network timeout"),
+    ("imap", "timeout_seconds"): ((int, float), 15, "longest wait for one answer from the server; "
+                                  "a silent server is given up on after it"),
     ("smtp", "host"): (str, REQUIRED, "SMTP server name or address"),
     ("smtp", "port"): (int, REQUIRED, "SMTP port (25, 587 or 465 usually)"),
     ("smtp", "security"): (str, "starttls", "none | starttls | tls"),
     ("smtp", "ca_file"): (str, "", "CA bundle for a server with a private certificate"),
     ("smtp", "from"): (str, REQUIRED, "address the replies come from"),
+    ("smtp", "auth"): (str, "password", "password | oauth2 (sign in with a token, see [oauth2])"),
     ("smtp", "user"): (str, "", "SMTP login, when the server needs one"),
     ("smtp", "password_env"): (str, "", "environment variable holding the SMTP password"),
-    ("smtp", "timeout_seconds"): ((int, float), 60, "network timeout"),
+    ("smtp", "timeout_seconds"): ((int, float), 15, "longest wait for one answer from the server; "
+                                  "a silent server is given up on after it"),
+    ("oauth2", "provider"): (str, "", "command | microsoft | google: where access tokens come from"),
+    ("oauth2", "mechanism"): (str, "xoauth2", "xoauth2 | oauthbearer: how the token is presented"),
+    ("oauth2", "token_command"): (str, "", "command: a program that prints an access token"),
+    ("oauth2", "tenant"): (str, "", "microsoft: the directory (tenant) ID or domain"),
+    ("oauth2", "client_id"): (str, "", "microsoft: the app's client ID; google: the OAuth client ID"),
+    ("oauth2", "client_secret_env"): (str, "", "environment variable holding the client secret"),
+    ("oauth2", "client_secret_file"): (str, "", "or a file holding the client secret"),
+    ("oauth2", "service_account_file"): (str, "", "google: the service account's JSON key "
+                                         "(domain-wide delegation)"),
+    ("oauth2", "refresh_token_env"): (str, "", "google: environment variable holding a refresh token"),
+    ("oauth2", "refresh_token_file"): (str, "", "google: or a file holding a refresh token"),
+    ("oauth2", "endpoint"): (str, "", "where tokens are fetched (default: the provider's own; "
+                             "change for a national cloud or a test server)"),
+    ("oauth2", "scope"): (str, "", "the scope asked for (default: the provider's mail scope)"),
+    ("oauth2", "ca_file"): (str, "", "CA bundle for a token endpoint with a private certificate"),
+    ("oauth2", "timeout_seconds"): ((int, float), 20, "longest wait for a token"),
     ("policy", "allow"): (list, REQUIRED, "sender addresses and domains that may ask for quotes"),
     ("policy", "outsiders"): (str, "ignore", "ignore | refuse: what senders outside the allowlist get"),
     ("policy", "poll_seconds"): ((int, float), 30, "seconds between mailbox checks"),
@@ -45,6 +69,10 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("policy", "max_message_mb"): ((int, float), 25, "larger messages are refused unread"),
     ("policy", "max_attachment_mb"): ((int, float), 10, "larger attachments are refused undecoded"),
     ("policy", "max_attachments"): (int, 10, "intake attachments quoted per message"),
+    ("policy", "reviewer"): (str, "", "who looks at a request the service could not answer, as the "
+                             "sender reads it (default: the [smtp] from address)"),
+    ("policy", "review_hours"): ((int, float), 24, "within how many hours the reviewer looks; the "
+                                 "sender is told"),
     ("policy", "language"): (str, "en", "language of replies that have no intake to follow"),
     ("policy", "time_limit_seconds"): ((int, float), 30, "longest one attachment may take to quote; "
                                        "past it the reply says so and the mail is filed as failed"),
@@ -66,6 +94,11 @@ class ServerConfig:
     password_env: str
     ca_file: str
     timeout: float
+    auth: str = "password"
+
+    @property
+    def oauth(self) -> bool:
+        return self.auth == "oauth2"
 
     def password(self) -> str:
         """Read at connect time, so the secret never sits in the config object or a log line."""
@@ -95,10 +128,14 @@ class MailConfig:
     status_file: Path
     time_limit_seconds: float
     memory_limit_mb: float
+    oauth2: OAuthConfig | None = None
+    reviewer: str = ""
+    review_hours: float = 24
 
 
-def load_config(path: Path, environ: dict | None = None) -> MailConfig:
-    """Read and check the whole file; SizingError lists every mistake as `file:line: message`."""
+def load_config(path: Path, environ: dict | None = None, secrets: bool = True) -> MailConfig:
+    """Read and check the whole file; SizingError lists every mistake as `file:line: message`.
+    With `secrets=False` the secrets are not looked for (`--status` needs none)."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     try:
@@ -141,7 +178,7 @@ def load_config(path: Path, environ: dict | None = None) -> MailConfig:
                 values[section, key] = default
     if problems:
         raise SizingError(problems)
-    problems += _check_values(values, where, environ)
+    problems += _check_values(values, where, environ if secrets else None)
     if problems:
         raise SizingError(problems)
     return _build(path, values)
@@ -155,13 +192,31 @@ def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
                                           f"{', '.join(SECURITY)}, not {v[section, 'security']!r}."))
         if not 0 < v[section, "port"] < 65536:
             problems.append(where.problem(section, "port", f"port {v[section, 'port']} is not a TCP port."))
+        if v[section, "auth"] not in AUTH:
+            problems.append(where.problem(section, "auth", f"auth must be one of {', '.join(AUTH)}, "
+                                          f"not {v[section, 'auth']!r}."))
+            continue
         env = v[section, "password_env"]
-        if env and env not in environ:
+        if v[section, "auth"] == "oauth2":
+            if not v[section, "user"]:
+                problems.append(where.problem(section, "user", "OAuth 2.0 sign-in needs user, the "
+                                              "mailbox address the token is for."))
+            if env:
+                problems.append(where.problem(section, "password_env", "auth = \"oauth2\" signs in "
+                                              "with a token, not a password: remove password_env."))
+            continue
+        if env and environ is not None and env not in environ:
             problems.append(where.problem(section, "password_env", f"the environment variable {env} "
                                           "is not set; it must hold the password."))
         if v[section, "user"] and not env:
             problems.append(where.problem(section, "user", "a login needs password_env, the name of "
                                           "the environment variable holding the password."))
+    if v["imap", "auth"] == "password" and not v["imap", "password_env"]:
+        problems.append(where.problem("imap", None, "[imap] password_env is missing (name of the "
+                                      "environment variable holding the IMAP password), or set "
+                                      "auth = \"oauth2\"."))
+    if "oauth2" in (v["imap", "auth"], v["smtp", "auth"]):
+        problems += _check_oauth(v, where, environ)
     if "@" not in v["smtp", "from"]:
         problems.append(where.problem("smtp", "from", "from must be an e-mail address."))
     if v["policy", "outsiders"] not in OUTSIDERS:
@@ -175,7 +230,7 @@ def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
             problems.append(where.problem("policy", "allow", f"{entry!r} is neither an address "
                                           "(name@domain) nor a domain (example.com, *.example.com)."))
     for key in ("poll_seconds", "max_message_mb", "max_attachment_mb", "max_attachments",
-                "rate_limit_per_hour", "time_limit_seconds", "memory_limit_mb"):
+                "rate_limit_per_hour", "time_limit_seconds", "memory_limit_mb", "review_hours"):
         if v["policy", key] <= 0:
             problems.append(where.problem("policy", key, f"{key} must be greater than 0."))
     if len({v["imap", "folder"], v["imap", "processed_folder"], v["imap", "failed_folder"]}) < 3:
@@ -184,15 +239,78 @@ def _check_values(v: dict, where: _Locator, environ) -> list[Problem]:
     return problems
 
 
+def _check_oauth(v: dict, where: _Locator, environ) -> list[Problem]:
+    """The [oauth2] section: one way to get tokens, with the settings that way needs."""
+    problems, provider = [], v["oauth2", "provider"]
+    def need(key: str, why: str):
+        if not v["oauth2", key]:
+            problems.append(where.problem("oauth2", None, f"[oauth2] {key} is missing ({why})."))
+    def secret(env_key: str, file_key: str, what: str):
+        env, file = v["oauth2", env_key], v["oauth2", file_key]
+        if bool(env) == bool(file):
+            problems.append(where.problem("oauth2", env_key if env else None, f"give the {what} "
+                                          f"either by {env_key} or by {file_key} (one of them)."))
+        elif env and environ is not None and env not in environ:
+            problems.append(where.problem("oauth2", env_key, f"the environment variable {env} is "
+                                          f"not set; it must hold the {what}."))
+        elif file and environ is not None and not _beside(where.path, file).is_file():
+            problems.append(where.problem("oauth2", file_key, f"the {what} file {file} does not exist."))
+    if provider not in PROVIDERS:
+        problems.append(where.problem("oauth2", "provider" if provider else None,
+                                      f"[oauth2] provider must be one of {', '.join(PROVIDERS)}"
+                                      f"{f', not {provider!r}' if provider else ''}."))
+        return problems
+    if v["oauth2", "mechanism"] not in MECHANISMS:
+        problems.append(where.problem("oauth2", "mechanism", f"mechanism must be one of "
+                                      f"{', '.join(MECHANISMS)}."))
+    if provider == "command":
+        need("token_command", "the program that prints an access token")
+    elif provider == "microsoft":
+        need("tenant", "the directory (tenant) ID from the app registration's overview")
+        need("client_id", "the application (client) ID from the app registration's overview")
+        secret("client_secret_env", "client_secret_file", "client secret")
+    elif v["oauth2", "service_account_file"]:
+        if environ is not None and not _beside(where.path, v["oauth2", "service_account_file"]).is_file():
+            problems.append(where.problem("oauth2", "service_account_file", "the service account "
+                                          f"key {v['oauth2', 'service_account_file']} does not exist."))
+    else:
+        need("client_id", "the OAuth client ID the refresh token was issued to, or give "
+                          "service_account_file instead")
+        secret("refresh_token_env", "refresh_token_file", "refresh token")
+        secret("client_secret_env", "client_secret_file", "client secret")
+    if v["oauth2", "timeout_seconds"] <= 0:
+        problems.append(where.problem("oauth2", "timeout_seconds", "timeout_seconds must be "
+                                      "greater than 0."))
+    return problems
+
+
+def _beside(config: Path, value: str) -> Path:
+    given = Path(value).expanduser()
+    return given if given.is_absolute() else config.parent / given
+
+
 def _build(path: Path, v: dict) -> MailConfig:
     def server(section: str) -> ServerConfig:
         return ServerConfig(host=v[section, "host"], port=v[section, "port"],
                             security=v[section, "security"], user=v[section, "user"],
-                            password_env=v[section, "password_env"],
+                            password_env=v[section, "password_env"], auth=v[section, "auth"],
                             ca_file=v[section, "ca_file"], timeout=float(v[section, "timeout_seconds"]))
     def beside_config(value: str) -> Path:
-        given = Path(value).expanduser()
-        return given if given.is_absolute() else path.parent / given
+        return _beside(path, value)
+    def file(key: str) -> str:
+        return str(beside_config(v["oauth2", key])) if v["oauth2", key] else ""
+    oauth2 = None
+    if "oauth2" in (v["imap", "auth"], v["smtp", "auth"]):
+        oauth2 = OAuthConfig(
+            provider=v["oauth2", "provider"], mechanism=v["oauth2", "mechanism"],
+            token_command=v["oauth2", "token_command"], tenant=v["oauth2", "tenant"],
+            client_id=v["oauth2", "client_id"], client_secret_env=v["oauth2", "client_secret_env"],
+            client_secret_file=file("client_secret_file"),
+            service_account_file=file("service_account_file"),
+            refresh_token_env=v["oauth2", "refresh_token_env"],
+            refresh_token_file=file("refresh_token_file"), endpoint=v["oauth2", "endpoint"],
+            scope=v["oauth2", "scope"], ca_file=file("ca_file"),
+            timeout=float(v["oauth2", "timeout_seconds"]))
     return MailConfig(
         source=path, imap=server("imap"), smtp=server("smtp"), sender=v["smtp", "from"],
         folder=v["imap", "folder"], processed_folder=v["imap", "processed_folder"],
@@ -207,16 +325,20 @@ def _build(path: Path, v: dict) -> MailConfig:
         work_dir=beside_config(v["service", "work_dir"]) if v["service", "work_dir"] else None,
         status_file=beside_config(v["service", "status_file"]),
         time_limit_seconds=float(v["policy", "time_limit_seconds"]),
-        memory_limit_mb=float(v["policy", "memory_limit_mb"]))
+        memory_limit_mb=float(v["policy", "memory_limit_mb"]), oauth2=oauth2,
+        reviewer=v["policy", "reviewer"] or v["smtp", "from"],
+        review_hours=float(v["policy", "review_hours"]))
 
 
 def _unknown(section: str, key: str) -> str:
-    if key in ("password", "pass", "secret"):
-        return ("passwords are never read from the file; put the password in an environment "
-                "variable and name it with password_env.")
+    if key in SECRET_KEYS:
+        return ("secrets are never read from the file; put the password in an environment "
+                "variable and name it with password_env (for OAuth 2.0: client_secret_env or "
+                "client_secret_file, refresh_token_env or refresh_token_file).")
     known = [k for s, k in KEYS if s == section]
     if not known:
-        return f"unknown section [{section}]; the sections are imap, smtp, policy and service."
+        return (f"unknown section [{section}]; the sections are imap, smtp, oauth2, policy and "
+                "service.")
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(known)})"
     return f"unknown key {key} in [{section}]{hint}."

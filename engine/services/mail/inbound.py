@@ -21,6 +21,8 @@ MAX_NAME = 100                                   # characters kept of an attachm
 ROBOT_LOCALPARTS = ("mailer-daemon", "postmaster", "noreply", "no-reply", "do-not-reply",
                     "donotreply")
 ADDRESS = re.compile(r"[^@\s<>()\[\]\\,;:\"]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+SOURCE_ROUTE = re.compile(r"<\s*@[^<>]*:")      # <@relay:user@domain>: the route is dropped by parsers
+ROUTING_CHARACTERS = "%!"                        # user%host@relay, host!user@relay: relayed onwards
 BOUNDARY_DEFECTS = ("NoBoundaryInMultipartDefect", "StartBoundaryNotFoundDefect",
                     "MultipartInvariantViolationDefect")
 
@@ -107,7 +109,9 @@ def is_allowed(address: str, allow: tuple[str, ...]) -> bool:
     """An address is allowed when listed itself, or its domain is (`*.example.com` for subdomains)."""
     if not address or "@" not in address:
         return False
-    domain = address.rsplit("@", 1)[1]
+    local, domain = address.rsplit("@", 1)
+    if any(c in local for c in ROUTING_CHARACTERS):
+        return False             # a relay of an allowed domain could pass the reply on elsewhere
     for entry in allow:
         if "@" in entry:
             if address == entry:
@@ -297,8 +301,11 @@ def _message_ids(value) -> list[str]:
 
 def _single_address(values: list) -> str:
     """The From address when there is exactly one well-formed address, else ""."""
+    texts = [decode_text(v) for v in values]
+    if any(SOURCE_ROUTE.search(t) for t in texts):
+        return ""                # a source route names where the mail would really go
     try:
-        pairs = getaddresses([decode_text(v) for v in values])
+        pairs = getaddresses(texts)
     except Exception:  # noqa: BLE001 — an unparseable From is treated as "no sender"
         return ""
     addresses = [a for _, a in pairs if a]

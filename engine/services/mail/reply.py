@@ -30,10 +30,23 @@ class Outcome:
     detail: str = ""                   # an internal error's short text
 
 
-def quote_reply(envelope: Envelope, outcomes: list[Outcome], *, sender: str,
-                failed_folder: str, ignored: list[str] = ()) -> EmailMessage:
-    """One reply covering every attachment of the request, in the first intake's language."""
-    lang = next((_lang(o.job.language) for o in outcomes if o.job is not None), "en")
+@dataclass(frozen=True)
+class Review:
+    """Who looks at a request the service could not answer, and within how many hours."""
+
+    reviewer: str
+    hours: float
+
+    def sentence(self, t: dict) -> str:
+        return t["failed_kept"].format(reviewer=self.reviewer, hours=f"{self.hours:g}")
+
+
+def quote_reply(envelope: Envelope, outcomes: list[Outcome], *, sender: str, review: Review,
+                ignored: list[str] = (), lang: str = "en") -> EmailMessage:
+    """One reply covering every attachment of the request, in the language of the intakes that
+    were read (the first one's); `lang` when none was."""
+    read = [o.job for o in outcomes if o.job is not None and o.status in ("quoted", "invalid")]
+    lang = _lang(read[0].language if read else lang)
     t = catalogue(lang)
     sections, files = [], []
     for outcome in outcomes:
@@ -48,8 +61,9 @@ def quote_reply(envelope: Envelope, outcomes: list[Outcome], *, sender: str,
     if ignored:
         intro.append(t["intro"]["no_attachment_ignored"].format(names=", ".join(ignored)))
     if statuses & {"failed", "refused"}:
-        intro.append(t["failed_kept"].format(folder=failed_folder))
-    return _message(envelope, sender, lang, _view(t, lang, intro, sections), files)
+        intro.append(review.sentence(t))
+    return _message(envelope, sender, lang, _view(t, lang, intro, sections,
+                                                  figures="quoted" in statuses), files)
 
 
 def template_reply(envelope: Envelope, *, sender: str, lang: str, template: Path | None,
@@ -69,11 +83,10 @@ def refusal_reply(envelope: Envelope, *, sender: str, lang: str) -> EmailMessage
 
 
 def failure_reply(envelope: Envelope, code: str, params: dict, *, sender: str, lang: str,
-                  failed_folder: str) -> EmailMessage:
+                  review: Review) -> EmailMessage:
     """The whole message could not be read (too big, damaged, internal error)."""
     t = catalogue(lang)
-    intro = [t["intro"]["failed"], t["message_failures"][code].format(**params),
-             t["failed_kept"].format(folder=failed_folder)]
+    intro = [t["intro"]["failed"], t["message_failures"][code].format(**params), review.sentence(t)]
     return _message(envelope, sender, lang, _view(t, lang, intro, []), [])
 
 
@@ -143,9 +156,11 @@ def _section(outcome: Outcome, t: dict) -> tuple[dict, list[Path]]:
     return section, files
 
 
-def _view(t: dict, lang: str, intro: list[str], sections: list[dict]) -> dict:
+def _view(t: dict, lang: str, intro: list[str], sections: list[dict], figures: bool = False) -> dict:
+    """What the templates fill in; the note on the figures only where figures are given."""
     return {"lang": lang, "title": t["title"], "greeting": t["greeting"], "intro": intro,
             "sections": sections, "closing": t["closing"], "figures_heading": t["figures_heading"],
+            "figures_note": t["figures_note"] if figures else "",
             "warnings_heading": t["warnings_heading"], "problems_heading": t["problems_heading"],
             "cell": t["cell"], "problem": t["problem"]}
 

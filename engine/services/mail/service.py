@@ -14,14 +14,17 @@ import ssl
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 from engine.problems import SizingError, report
 from engine.services.health import Health, Unavailable, blocked_error, fault_text
+from engine.services.log import iso_time
 from engine.services.mail.config import MailConfig, ServerConfig, load_config
 from engine.services.mail.inbound import (Envelope, Incoming, is_allowed, megabytes,
                                           might_have_attachment, read_envelope, read_message)
-from engine.services.mail.reply import (Outcome, failure_note, failure_reply, quote_reply,
+from engine.services.mail.oauth import OAuthSignIn, TokenError
+from engine.services.mail.reply import (Outcome, Review, failure_note, failure_reply, quote_reply,
                                         refusal_reply, template_reply)
 from engine.services.mail.state import Decision, MailState, service_running
 
@@ -36,7 +39,15 @@ CONNECTION_ERRORS = (imaplib.IMAP4.abort, OSError)
 # Faults of the machine around a message: the message is tried again later, uncounted.
 NOT_THE_MESSAGE = (*CONNECTION_ERRORS, Unavailable, sqlite3.Error)
 NETWORK_ERRORS = (ConnectionError, TimeoutError, socket.gaierror, ssl.SSLError, imaplib.IMAP4.error)
-LONGEST_PAUSE = 300.0     # between tries while a server is unreachable
+# Between tries while a server is unreachable: short enough that replies follow within seconds
+# of its return after an outage of any length, long enough not to hammer it (one login a try).
+LONGEST_PAUSE = 10.0
+REFUSALS_KEPT = 10        # the last refusals by the SMTP server, in the status
+FOLDER_MISSING = ("TRYCREATE", "NONEXISTENT", "doesn't exist", "does not exist", "Mailbox not found")
+
+
+class FolderMissing(Unavailable):
+    """A folder the service works with is not on the IMAP server (renamed or deleted)."""
 
 
 class SmtpUnavailable(Unavailable):
@@ -54,6 +65,7 @@ def run_service(config_file: Path, once: bool = False) -> int:
         return report(e)
     state.prune()
     service = MailService(config, state)
+    service.write_status("starting")       # at once: what an earlier run left is not shown as now
     service.rules.poll(force_check=True)   # load the rules now, so the first reply is not the slow one
     if service.rules.current is not None:
         from engine.job import warm_up
@@ -71,7 +83,7 @@ def run_service(config_file: Path, once: bool = False) -> int:
     except _Stopped:
         pass
     except Exception as e:  # noqa: BLE001 — --once: say what went wrong, without a traceback
-        print(f"sizing mail: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"sizing mail: {service.describe(e)[1]}", file=sys.stderr)
         return 1
     finally:
         service.close()
@@ -80,28 +92,51 @@ def run_service(config_file: Path, once: bool = False) -> int:
 
 
 def print_status(config_file: Path) -> int:
-    """`sizing mail --config FILE --status`: what the running service last said; exit 1 if none runs."""
+    """`sizing mail --config FILE --status`: what the running service last said; exit 1 if none
+    runs. Needs no secret: it reads the status file, never the servers."""
     from engine.services.log import read_status
     from engine.services.rulekeeper import describe
     try:
-        config = load_config(config_file)
+        config = load_config(config_file, secrets=False)
     except SizingError as e:
         return report(e)
-    running = service_running(config.state_file)
+    pid = service_running(config.state_file)
     saved = read_status(config.status_file) or {}
-    degraded = saved.get("degraded") or {}
-    state = (f"degraded: {degraded['reason']} (since {degraded['since']}, next try "
-             f"{degraded['next_try']})" if running and degraded.get("reason")
-             else "running" if running else "not running")
-    print(f"sizing mail {saved.get('mailbox') or config.imap.user}: {state}")
-    replies = saved.get("replies") or {}
-    print(f"  replies: {replies.get('sent', 0)} sent, {replies.get('sending', 0)} waiting to be "
-          f"sent, {replies.get('silent', 0)} requests needing none")
+    if pid is not None and pid and saved.get("pid") != pid:
+        saved = {}                      # an earlier run's words: this one has not spoken yet
+    for line in status_lines(saved, config, running=pid is not None):
+        print(line)
     for line in describe(saved.get("ruleset") or {}):
         print(f"  {line}")
     if saved.get("updated"):
         print(f"  status of {saved['updated']}")
-    return 0 if running else 1
+    return 0 if pid is not None else 1
+
+
+def status_lines(saved: dict, config: MailConfig, running: bool) -> list[str]:
+    """The status file in sentences: the state, what waits and why, what was refused."""
+    degraded = saved.get("degraded") or {}
+    if not running:
+        state = "not running"
+    elif not saved:
+        state = "starting (no report yet)"
+    elif degraded.get("reason"):
+        state = f"degraded: {degraded['reason']} (since {degraded['since']}, next try {degraded['next_try']})"
+    else:
+        state = saved.get("state") or "running"
+    lines = [f"sizing mail {saved.get('mailbox') or config.imap.user}: {state}"]
+    if not running:
+        return lines
+    if waiting := saved.get("smtp_waiting_since"):
+        lines.append(f"  waiting for the SMTP server since {waiting}")
+    if sending := saved.get("sending"):
+        lines.append(f"  sending a reply to {sending['to']} since {sending['since']}")
+    replies = saved.get("replies") or {}
+    lines.append(f"  replies: {replies.get('sent', 0)} sent, {replies.get('sending', 0)} waiting to "
+                 f"be sent, {replies.get('silent', 0)} requests needing none")
+    for refusal in saved.get("refusals") or []:
+        lines.append(f"  refused at {refusal['at']}: {refusal['answer']} ({refusal['what']})")
+    return lines
 
 
 class _Stopped(BaseException):
@@ -123,9 +158,14 @@ class MailService:
         self.limits = Limits(config.time_limit_seconds, config.memory_limit_mb)
         self.sandbox = Sandbox(self.limits)
         self.quote = quote or self._quote_with_current_rules
+        self.review = Review(config.reviewer, config.review_hours)
         self.health = Health(longest=LONGEST_PAUSE)
+        self.smtp_waiting_since: float | None = None
+        self.sending: dict | None = None           # the reply on its way to the SMTP server now
+        self.refusals: deque = deque(maxlen=REFUSALS_KEPT)
         self.imap = None
         self.stopping = self.waiting = False
+        self.oauth = OAuthSignIn(config.oauth2) if config.oauth2 else None
 
     def serve(self) -> None:
         """Poll until stopped; a server that is down is retried with growing pauses, never fatal."""
@@ -134,11 +174,13 @@ class MailService:
                 self.poll_once()
                 if self.health.degraded:          # replies wait for SMTP: try again soon
                     pause = min(self.health.pause, self.config.poll_seconds)
+                    self.health.next_try = self.health.clock() + pause   # the status says the truth
+                    self.write_status()
                     self._wait(lambda: time.sleep(pause))
                 else:
                     self._wait(self._idle_or_sleep)
             except Exception as e:  # noqa: BLE001 — the service outlives any server hiccup
-                part, text = self._describe(e)
+                part, text = self.describe(e)
                 pause = self.health.failed(part, text)
                 log.warning("%s; retrying in %.1f s", text, pause)
                 self.write_status()
@@ -147,7 +189,7 @@ class MailService:
 
     def write_status(self, state: str | None = None) -> None:
         """The status file: running or degraded (and why), replies waiting, the rule set."""
-        from engine.services.log import iso_time, write_status
+        from engine.services.log import write_status
         c = self.config
         try:
             write_status(c.status_file, {
@@ -156,21 +198,33 @@ class MailService:
                 "updated": iso_time(time.time()), "degraded": self.health.status(),
                 "mailbox": f"{c.imap.user}@{c.imap.host}:{c.imap.port}/{c.folder}",
                 "replies": self.state.counts(),
+                "smtp_waiting_since": iso_time(self.smtp_waiting_since),
+                "sending": self.sending, "refusals": list(self.refusals),
                 "limits": {"seconds": self.limits.seconds, "memory_mb": self.limits.memory_mb},
                 "ruleset": self.rules.status()})
         except (OSError, sqlite3.Error) as e:    # the status is a convenience; the work goes on
             log.warning("cannot write %s: %s", c.status_file, e)
 
-    def _describe(self, error: Exception) -> tuple[str, str]:
+    def describe(self, error: Exception) -> tuple[str, str]:
         """Which part failed ("imap", "smtp", "disk") and what to tell people."""
         imap = self.config.imap
         server = f"the IMAP server {imap.host}:{imap.port}"
         from imapclient.exceptions import LoginError
-        if isinstance(error, SmtpUnavailable):
-            return "smtp", str(error)
+        if isinstance(error, (SmtpUnavailable, FolderMissing)):
+            return ("smtp" if isinstance(error, SmtpUnavailable) else "imap"), str(error)
+        if isinstance(error, (TimeoutError, socket.timeout)):
+            return "imap", (f"{server} did not answer within {imap.timeout:g} s (timeout_seconds); "
+                            "it may be overloaded, or a firewall drops the connection")
+        if isinstance(error, TokenError):
+            return "imap", f"cannot sign in to {server}: {error}"
         if isinstance(error, LoginError):
+            if imap.oauth:
+                return "imap", (f"{server} refused the OAuth 2.0 sign-in for {imap.user}, also with "
+                                f"a new token ({_text(str(error))[:200]}); {self.oauth.hint()}")
             return "imap", (f"{server} refused the login for {imap.user} (is the password in "
                             f"{imap.password_env} right?)")
+        if isinstance(error, imaplib.IMAP4.error) and not isinstance(error, imaplib.IMAP4.abort):
+            return "imap", f"{server} refused a command ({_text(str(error))[:200]})"
         if isinstance(error, NETWORK_ERRORS):
             if self.imap is None:
                 return "imap", f"cannot reach {server} ({_reason(error)})"
@@ -196,7 +250,16 @@ class MailService:
         """Handle every message in the folder not already settled; returns how many were looked at.
         If SMTP takes no mail, the pass ends there: stored replies wait for the next one."""
         client = self._connect()
-        uidvalidity = client.select_folder(self.config.folder)[b"UIDVALIDITY"]
+        try:
+            uidvalidity = client.select_folder(self.config.folder)[b"UIDVALIDITY"]
+        except imaplib.IMAP4.abort:
+            raise
+        except imaplib.IMAP4.error as e:
+            if not _missing_folder(e):
+                raise
+            raise FolderMissing(f"the watched folder {self.config.folder!r} is not on the IMAP "
+                                f"server {self.config.imap.host} (renamed or deleted?); create it "
+                                f"again or change [imap] folder") from None
         self.health.recovered("imap")
         tried: set[int] = set()
         try:
@@ -214,6 +277,8 @@ class MailService:
                         if uid in meta:
                             self._handle(client, uidvalidity, uid, meta[uid])
         except SmtpUnavailable as e:
+            if self.smtp_waiting_since is None:
+                self.smtp_waiting_since = time.time()
             pause = self.health.failed("smtp", str(e))
             log.warning("%s; replies wait, next try in %.1f s", e, min(pause, self.config.poll_seconds))
         else:
@@ -316,8 +381,7 @@ class MailService:
         if not envelope.auto_reason and is_allowed(envelope.sender, cfg.allow):
             try:
                 reply = failure_reply(envelope, "internal", {"detail": error.split(":")[0]},
-                                      sender=cfg.sender, lang=cfg.language,
-                                      failed_folder=cfg.failed_folder)
+                                      sender=cfg.sender, lang=cfg.language, review=self.review)
                 self._plan(envelope, reply, cfg.failed_folder, reason)
                 return
             except Exception:  # noqa: BLE001 — then it is filed without a reply
@@ -331,7 +395,7 @@ class MailService:
         if size > cfg.max_message_bytes:             # refused by size before a byte of body is read
             params = {"mb": megabytes(size), "limit_mb": megabytes(cfg.max_message_bytes)}
             return (failure_reply(envelope, "too_big", params, sender=cfg.sender, lang=cfg.language,
-                                  failed_folder=cfg.failed_folder),
+                                  review=self.review),
                     cfg.failed_folder, f"message too big ({params['mb']} MB)")
         if not might_have_attachment(meta.get(b"BODYSTRUCTURE")):
             return self._template(envelope, []), cfg.processed_folder, "no attachment"
@@ -345,16 +409,16 @@ class MailService:
         if incoming.damaged:
             params = {"mb": megabytes(len(raw)), "limit_mb": megabytes(cfg.max_message_bytes)}
             return (failure_reply(envelope, incoming.damaged, params, sender=cfg.sender,
-                                  lang=cfg.language, failed_folder=cfg.failed_folder),
+                                  lang=cfg.language, review=self.review),
                     cfg.failed_folder, f"message unreadable ({incoming.damaged})")
         if not incoming.attachments and not incoming.refused:
             return self._template(envelope, incoming.ignored), cfg.processed_folder, "no intake attached"
         # The reply carries the quote files, so it is composed before their folder goes away.
         with tempfile.TemporaryDirectory(prefix="sizing-mail-", dir=cfg.work_dir) as tmp:
             outcomes = self._quote_all(incoming, Path(tmp))
-            reply = quote_reply(envelope, outcomes, sender=cfg.sender,
-                                failed_folder=cfg.failed_folder, ignored=incoming.ignored)
-        bad = [f"{o.name}: {o.status}" for o in outcomes if o.status in ("failed", "refused")]
+            reply = quote_reply(envelope, outcomes, sender=cfg.sender, review=self.review,
+                                ignored=incoming.ignored, lang=cfg.language)
+        bad = [f"{o.name}: {_why(o)}" for o in outcomes if o.status in ("failed", "refused")]
         return (reply, cfg.failed_folder if bad else cfg.processed_folder,
                 "; ".join(bad) or ", ".join(f"{o.name}: {o.status}" for o in outcomes))
 
@@ -410,10 +474,10 @@ class MailService:
             if decision is None:                          # not accepted: stays, tried next poll
                 return
         if decision.folder == self.config.failed_folder and not decision.noted:
-            client.append(decision.folder, failure_note(envelope, decision.reason or "",
-                                                        sender=self.config.sender))
+            note = failure_note(envelope, decision.reason or "", sender=self.config.sender)
+            self._into_folder(client, decision.folder, lambda: client.append(decision.folder, note))
             self.state.mark_noted(decision.key)
-        self._move(client, uid, decision.folder)
+        self._into_folder(client, decision.folder, lambda: self._move(client, uid, decision.folder))
         self.state.mark_done(self.config.folder, uidvalidity, uid, decision.reason or "")
         log.info("%s from %s → %s (%s)", envelope.key, envelope.sender or "?", decision.folder,
                  decision.reason)
@@ -422,12 +486,15 @@ class MailService:
         """Send the recorded reply (the same bytes and Message-ID on every try). None if it
         waits for a later pass; raises SmtpUnavailable when the server takes no mail at all."""
         smtp_server = f"the SMTP server {self.config.smtp.host}:{self.config.smtp.port}"
+        self.sending = {"to": decision.recipient, "since": iso_time(time.time())}
+        self.write_status()                   # a server that says nothing is seen waiting here
         try:
             with self._smtp() as smtp:
                 smtp.sendmail(self.config.sender, [decision.recipient], decision.reply)
         except smtplib.SMTPRecipientsRefused as e:
             # About this recipient only: the other replies go on.
             code, message = next(iter(e.recipients.values()))
+            self._refusal(f"{code} {_text(message)}", f"reply to {decision.recipient}")
             if code < 500:                         # a later pass tries again; the others go on
                 self.health.failed("smtp", f"{smtp_server} defers replies to {decision.recipient} "
                                            f"({code} {_text(message)})")
@@ -436,24 +503,36 @@ class MailService:
                 return None
             return self._refused(decision, f"{code} {_text(message)}")
         except smtplib.SMTPDataError as e:
+            self._refusal(f"{e.smtp_code} {_text(e.smtp_error)}", f"reply to {decision.recipient}")
             if e.smtp_code >= 500:                 # this message, after DATA: too big, say
                 return self._refused(decision, f"{e.smtp_code} {_text(e.smtp_error)}")
             raise SmtpUnavailable(f"{smtp_server} defers mail ({e.smtp_code} "
                                   f"{_text(e.smtp_error)})") from None
         except smtplib.SMTPResponseException as e:
             # Refused before any recipient (greeting, login, MAIL FROM): the server, not the reply.
+            self._refusal(f"{e.smtp_code} {_text(e.smtp_error)}", "all mail")
             raise SmtpUnavailable(f"{smtp_server} takes no mail now ({e.smtp_code} "
                                   f"{_text(e.smtp_error)})") from None
         except (OSError, smtplib.SMTPException) as e:
-            # Down, or it broke mid-transaction: try again later with the very same message.
+            # Down, silent, or it broke mid-transaction: try again later with the very same message.
+            if isinstance(e, TimeoutError) or "timed out" in str(e):   # smtplib re-words timeouts
+                raise SmtpUnavailable(f"{smtp_server} did not answer within "
+                                      f"{self.config.smtp.timeout:g} s (timeout_seconds)") from None
             raise SmtpUnavailable(f"cannot reach {smtp_server} ({_reason(e)})") from None
+        finally:
+            self.sending = None
         self.health.recovered("smtp")
+        self.smtp_waiting_since = None
         if os.environ.get(CRASH_HOOK) == "unrecorded":
             os._exit(137)
         self.state.mark_sent(decision.key)
         if os.environ.get(CRASH_HOOK) == "1":
             os._exit(137)
         return self.state.decision(decision.key)
+
+    def _refusal(self, answer: str, what: str) -> None:
+        """Keep the server's refusal for the status: a 550 that is retried must still be seen."""
+        self.refusals.append({"at": iso_time(time.time()), "answer": answer[:200], "what": what})
 
     def _refused(self, decision: Decision, answer: str) -> Decision | None:
         """A permanent refusal of this reply: tried again on later passes, then given up, the
@@ -464,6 +543,21 @@ class MailService:
             return None
         self.state.give_up(decision.key, self.config.failed_folder, reason)
         return self.state.decision(decision.key)
+
+    def _into_folder(self, client, folder: str, action) -> None:
+        """Do `action` (a move or an append into `folder`); a folder deleted while the service
+        ran is made again first, and the action done once more."""
+        try:
+            action()
+        except imaplib.IMAP4.abort:
+            raise
+        except imaplib.IMAP4.error as e:
+            if not _missing_folder(e):
+                raise
+            log.warning("the folder %r was gone from the IMAP server; making it again", folder)
+            if not client.folder_exists(folder):
+                client.create_folder(folder)
+            action()
 
     def _move(self, client, uid: int, folder: str) -> None:
         if client.has_capability("MOVE"):
@@ -489,7 +583,10 @@ class MailService:
         try:
             if c.security == "starttls":
                 client.starttls(context)
-            client.login(c.user, c.password())
+            if c.oauth:
+                self.oauth.imap(client, c.user)
+            else:
+                client.login(c.user, c.password())
             for folder in (self.config.processed_folder, self.config.failed_folder):
                 if not client.folder_exists(folder):
                     client.create_folder(folder)
@@ -538,12 +635,39 @@ class MailService:
         try:
             if c.security == "starttls":
                 smtp.starttls(context=context)
-            if c.user:
+            if c.oauth:
+                try:
+                    self.oauth.smtp(smtp, c.user)
+                except TokenError as e:
+                    raise SmtpUnavailable(f"cannot sign in to the SMTP server {c.host}:{c.port}: "
+                                          f"{e}") from None
+                except smtplib.SMTPAuthenticationError as e:
+                    self._refusal(f"{e.smtp_code} {_text(e.smtp_error)}", f"sign-in as {c.user}")
+                    raise SmtpUnavailable(
+                        f"the SMTP server {c.host}:{c.port} refused the OAuth 2.0 sign-in for "
+                        f"{c.user}, also with a new token ({e.smtp_code} {_text(e.smtp_error)}); "
+                        f"{self.oauth.hint()}") from None
+            elif c.user:
                 smtp.login(c.user, c.password())
         except BaseException:
             smtp.close()
             raise
         return smtp
+
+
+def _why(outcome: Outcome) -> str:
+    """Why an attachment was not quoted, for the note filed beside the request."""
+    if outcome.refusal is not None:
+        params = ", ".join(f"{k} {v}" for k, v in outcome.refusal.params.items())
+        return f"not read ({outcome.refusal.code.replace('_', ' ')}{f': {params}' if params else ''})"
+    problems = getattr(outcome.job, "problems", None) or []
+    if problems:
+        return f"could not be quoted: {problems[0].where}: {problems[0].message}"
+    return f"could not be quoted: internal error ({outcome.detail or 'no detail'})"
+
+
+def _missing_folder(error: Exception) -> bool:
+    return any(word.lower() in str(error).lower() for word in FOLDER_MISSING)
 
 
 def _text(answer) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -65,6 +66,12 @@ class MailState:
         if self._lock is None:
             raise SizingError([Problem("state.locked", str(self.path), "another mail service is "
                                        "running on this state file.", fixer="admin")])
+        # Stored replies hold prices: the database (and SQLite's -wal and -shm files, which take
+        # the database's mode) is the service user's alone.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        for path in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+            if path.exists():
+                path.chmod(0o600)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")   # "reply sent" must survive a power cut
@@ -185,23 +192,33 @@ class MailState:
         self.db.execute("DELETE FROM sends WHERE at < ?", (cutoff,))
 
 
-def _lock(path: Path):
-    """The lock file beside the state, held for as long as a service runs; None if taken."""
-    lock = open(path.with_name(path.name + ".lock"), "w")
+def _lock(path: Path, write_pid: bool = True):
+    """The lock file beside the state, held for as long as a service runs, with its process ID
+    in it; None if taken (and then left as it is: the holder's ID stays readable)."""
+    lock = os.fdopen(os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600), "r+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
         return None
+    if write_pid:
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
     return lock
 
 
-def service_running(path: Path) -> bool:
-    """Whether a mail service holds this state file now (for `--status`)."""
-    if not Path(path).with_name(Path(path).name + ".lock").exists():
-        return False
-    lock = _lock(Path(path))
-    if lock is None:
-        return True
-    lock.close()
-    return False
+def service_running(path: Path) -> int | None:
+    """The process ID of the mail service holding this state file now (0 if it did not say),
+    or None when none runs (for `--status`)."""
+    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    if not lock_path.exists():
+        return None
+    lock = _lock(Path(path), write_pid=False)
+    if lock is not None:
+        lock.close()
+        return None
+    try:
+        return int(lock_path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
