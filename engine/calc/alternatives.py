@@ -13,11 +13,12 @@ from engine.calc.targets import fewer_gpus_first, misses, objective_score
 
 SHOWN = 5                   # alternatives besides the requested configuration
 CHANGES = 2                 # of them at most this many at another precision, while like-for-like ones exist
-TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_currency", "fits_in_memory", "memory_per_gpu_gb",
-                    "gpu_memory_gb", "memory_limit_gb", "meets_deadline")
-SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens", "cost_currency",
-                   "fits_in_memory", "memory_per_gpu_gb", "gpu_memory_gb", "memory_limit_gb", "meets_latency_targets",
-                   "meets_throughput", "job_hours", "ttft_target_used", "tpot_target_used", "throughput_needed")
+TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_currency", "fits_in_memory", "feasible",
+                    "memory_per_gpu_gb", "gpu_memory_gb", "memory_limit_gb", "meets_deadline")
+SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens",
+                   "cost_currency", "fits_in_memory", "feasible", "memory_per_gpu_gb", "gpu_memory_gb",
+                   "memory_limit_gb", "meets_latency_targets", "meets_throughput", "job_hours", "ttft_target_used",
+                   "tpot_target_used", "throughput_needed")
 # A few layouts a competent team would try first: enough to tell a configuration that can work
 # from one that cannot, before the best few are planned in full.
 TRAINING_SKETCHES = ({"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 1},
@@ -88,7 +89,8 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
         change = row["precision"] != requested.precision
         if len(groups[change]) >= shown or row["gpu"] in kinds[change] \
                 or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
-            continue            # one line per GPU type and group (the requested type too, at another count or precision)
+            continue            # one line per GPU type and group (the requested type too, at another count
+            #                     or precision)
         scenario = {**values, "gpu": row["gpu"], "gpu_count": int(row["gpu_count"]),
                     "precision": row["precision"]}
         layout = plan_layout(scenario, ruleset).chosen     # the sketch found it; the planner lays it out

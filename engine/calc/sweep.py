@@ -22,8 +22,8 @@ SHOWN = ["gpu_name", "gpu_count", "precision", "layout", "training_time_days", "
          "output_tokens_per_s", "memory_per_gpu_gb", "gpu_memory_gb", "cost_total", "cost_per_million_tokens",
          "bottleneck", "misses"]
 FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_per_million_tokens", "memory_per_gpu_gb",
-           "gpu_memory_gb", "memory_limit_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets", "meets_throughput",
-           "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
+           "gpu_memory_gb", "memory_limit_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets",
+           "meets_throughput", "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
            "throughput_needed", "bottleneck", "gpu_name", "cost_currency")
 
 

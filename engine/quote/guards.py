@@ -1,4 +1,4 @@
-"""Physics guards: every figure a customer reads is present, finite, positive and physically possible, or withheld with a reason."""
+"""Physics guards: each figure a customer reads is present, finite, positive and possible, or withheld with a reason."""
 
 from __future__ import annotations
 
