@@ -367,7 +367,7 @@ def _instead(m: Messages, v: dict, options: list, cost_label: str = "") -> list[
     configuration = m("alternatives.configuration", count=m.number(best.gpu_count),
                       gpu=best.extra.get("gpu_name", best.gpu), precision=m.input_value("precision", best.precision))
     cost = m.value(f["cost_total"], str(f.get("cost_currency") or "USD"))
-    shown = [f"{cost_label}: {cost}" if cost_label else cost]
+    shown = [m("feasibility.cost", label=cost_label, value=cost) if cost_label else cost]
     if finite(f.get("training_time_days")):
         shown.insert(0, m.value(f["training_time_days"], "days"))
     elif finite(f.get("output_tokens_per_s")):
