@@ -73,19 +73,25 @@ TIE_SHARE = 0.03           # scores within 3% of each other are a tie, settled t
 def fewer_gpus_first(scores, gpu_counts, tie: float = TIE_SHARE) -> list[int]:
     """Indexes best score first, except that among scores within `tie` of the best left, the
     fewest GPUs go first: eight GPUs for 1% less than one is not worth proposing."""
-    scores = np.asarray(scores, dtype=float)
+    key = np.asarray(scores, dtype=float)
+    key = np.where(np.isfinite(key), key, np.inf)
     counts = np.asarray(gpu_counts, dtype=float)
-    left = sorted(range(len(scores)), key=lambda i: (scores[i] if np.isfinite(scores[i]) else np.inf, counts[i]))
-    order = []
-    while left:
-        best = scores[left[0]]
+    ranked = np.lexsort((counts, key))                 # by score, then by GPUs
+    key, counts = key[ranked], counts[ranked]
+    left = np.ones(len(ranked), dtype=bool)
+    order, head = [], 0
+    while head < len(ranked):
+        best = key[head]
         if not np.isfinite(best):
-            order += left
+            order += ranked[head:][left[head:]].tolist()
             break
-        near = [i for i in left if scores[i] <= best + abs(best) * tie]
-        pick = min(near, key=lambda i: (counts[i], scores[i]))
-        order.append(pick)
-        left.remove(pick)
+        end = int(np.searchsorted(key, best + abs(best) * tie, side="right"))
+        near = np.where(left[head:end], counts[head:end], np.inf)      # the near ties still left
+        pick = head + int(np.argmin(near))
+        left[pick] = False
+        order.append(int(ranked[pick]))
+        while head < len(ranked) and not left[head]:
+            head += 1
     return order
 
 
