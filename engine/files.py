@@ -4,6 +4,7 @@ and telling a fault of the disk (full, read-only, gone) from a fault of the file
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -50,6 +51,10 @@ def write_atomic(path: Path, data: bytes, mode: int = NEW_FILE_MODE) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+    except OSError as e:
+        if e.filename is None:        # a failed write names no file; a full disk's note must say which
+            e.filename = os.fspath(path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -76,3 +81,47 @@ def environment_fault(error: BaseException, where: str | os.PathLike | None = No
         return None
     place = where or error.filename2 or error.filename or "the disk"
     return ENVIRONMENT_ERRORS[error.errno].format(where=os.fsdecode(place))
+
+
+# ---------------------------------------------------------------- output names
+
+# What the longest ending a service adds to a stem needs: `.<stem><suffix>.reason.txt.<8 hex>.tmp`
+# while a note is written (≈ 42 bytes with a 16-byte suffix), `<stem>-<claim token><suffix>` when
+# a file of the same name is already filed, `-2`… when a stem was used before. 255 bytes is the
+# name limit of ext4, XFS, Btrfs, tmpfs and (in UTF-16 units, which this stays within) NTFS.
+NAME_LIMIT_BYTES = 255
+STEM_LIMIT_BYTES = 150
+SUFFIX_LIMIT_BYTES = 16               # `.xlsx`, `.yaml`; anything longer is part of the stem
+HASH_CHARS = 8
+# Refused in names by Windows, SMB shares and some mail clients (and `/` everywhere).
+REFUSED_CHARACTERS = frozenset('<>:"/\\|?*')
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """A file name as (output stem, suffix): the stem every output of this file is named by.
+
+    The name's own stem when every file system takes it with the endings the channels add;
+    otherwise printable, without characters a file system refuses, cut on a character
+    boundary, and ended with a short hash of the whole name, so that two long names sharing
+    their first 140 bytes still get two stems (`Very long … name-3f2a9c1d`).
+    """
+    base, dot, ext = name.rpartition(".")
+    suffix = dot + ext if base and dot and len((dot + ext).encode()) <= SUFFIX_LIMIT_BYTES else ""
+    stem = base if suffix else name
+    suffix = "".join(c for c in suffix if _allowed(c))
+    clean = "".join(c if _allowed(c) else "_" for c in stem).rstrip(" .")
+    if clean == stem and 0 < len(stem.encode()) <= STEM_LIMIT_BYTES:
+        return stem, suffix
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    room = STEM_LIMIT_BYTES - HASH_CHARS - 1
+    cut = clean.encode("utf-8", "replace")[:room].decode("utf-8", "ignore").rstrip(" .")
+    return f"{cut}-{digest}" if cut else f"intake-{digest}", suffix
+
+
+def output_stem(name: str) -> str:
+    """The stem of `name`'s outputs (`<stem>.quote.xlsx`); see split_name."""
+    return split_name(name)[0]
+
+
+def _allowed(c: str) -> bool:
+    return c not in REFUSED_CHARACTERS and ord(c) >= 32 and ord(c) != 127 and not 0xD800 <= ord(c) <= 0xDFFF

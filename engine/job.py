@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.calc.results import Results
-from engine.files import environment_fault
+from engine.files import environment_fault, output_stem
 from engine.intake.model import Intake
 from engine.paths import SAMPLES_DIR
 from engine.problems import Problem, SizingError
@@ -46,7 +46,7 @@ class Job:
 
     def __post_init__(self):
         self.source, self.outdir = Path(self.source), Path(self.outdir)
-        self.stem = self.stem or self.source.stem
+        self.stem = self.stem or output_stem(self.source.name)
 
     @property
     def ok(self) -> bool:

@@ -208,7 +208,23 @@ def test_hostile_file_through_the_job_and_the_cli(tmp_path, capsys, build, code,
 
 # -- large workbooks: answered from the zip directory and xl/workbook.xml, before any sheet is parsed --
 
-ANSWER_SECONDS = 2.0      # the issue's bound; these answers take milliseconds, so it is generous
+ANSWER_SECONDS = 2.0      # the issue's bound, for the services' tests that import it
+ANSWER_READS = 20         # …here measured instead: as long as 20 reads of a normal workbook, now,
+                          # on this machine (≈ 1 s); the slowest answer takes ≈ 2 reads' time
+
+
+@pytest.fixture
+def answer_bound(tmp_path) -> float:
+    """Seconds a hostile file may take to be answered: ANSWER_READS times the median of three
+    reads of a normal filled workbook, measured in the same test (the machine may be busy)."""
+    path = filled(tmp_path, BASE, name="normal.xlsx")
+    read(path)                                   # the form and openpyxl loaded, as for the file under test
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        read(path)
+        times.append(time.perf_counter() - started)
+    return ANSWER_READS * sorted(times)[1]
 SHEET_TYPE = b"application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
 
 
@@ -289,21 +305,21 @@ def test_the_large_files_are_what_the_issue_describes(large_files):
 
 
 @pytest.mark.parametrize("build, code, words", LARGE, ids=[b.__name__ for b, _, _ in LARGE])
-def test_a_large_workbook_is_answered_within_2_s_by_the_reader_the_job_and_the_cli(
-        large_files, tmp_path, capsys, ruleset, build, code, words):
+def test_a_large_workbook_is_answered_at_once_by_the_reader_the_job_and_the_cli(
+        large_files, tmp_path, capsys, ruleset, build, code, words, answer_bound):
     path = large_files[build.__name__]
     started = time.perf_counter()
     with pytest.raises(SizingError) as caught:
         read(path)
-    assert time.perf_counter() - started < ANSWER_SECONDS
+    assert time.perf_counter() - started < answer_bound
     (problem,) = caught.value.problems
     assert problem.code == code and words in problem.message and path.name in problem.message
     job = run_job(path, tmp_path / "out", ruleset=ruleset)
     assert job.status == "failed" and [p.code for p in job.problems] == [code]
-    assert job.seconds < ANSWER_SECONDS and job.outputs == []
+    assert job.seconds < answer_bound and job.outputs == []
     started = time.perf_counter()
     assert main(["quote", str(path), "-o", str(tmp_path / "out")]) == 2
-    assert time.perf_counter() - started < ANSWER_SECONDS
+    assert time.perf_counter() - started < answer_bound
     err = capsys.readouterr().err
     assert err.strip() == f"{path.name}: {problem.message}"       # one line, nothing else
 
@@ -314,7 +330,7 @@ def test_a_workbook_just_under_the_bound_is_still_quoted(tmp_path, ruleset):
     assert job.ok, job.problems
 
 
-def test_a_part_that_inflates_past_its_declared_size_is_never_read_past_it(tmp_path):
+def test_a_part_that_inflates_past_its_declared_size_is_never_read_past_it(tmp_path, answer_bound):
     """The zip directory lies: workbook.xml claims 1 KB but holds 40 MB. zipfile stops at the claim."""
     path = filled(tmp_path, BASE)
     data = bytearray(path.read_bytes())
@@ -334,7 +350,7 @@ def test_a_part_that_inflates_past_its_declared_size_is_never_read_past_it(tmp_p
     started = time.perf_counter()
     with pytest.raises(SizingError) as caught:
         read(lying)
-    assert time.perf_counter() - started < ANSWER_SECONDS
+    assert time.perf_counter() - started < answer_bound
     assert [p.code for p in caught.value.problems] == ["file.corrupt"]
 
 
@@ -378,12 +394,12 @@ TEXT_HOSTILE = [
 
 
 @pytest.mark.parametrize("build, code, words", TEXT_HOSTILE, ids=[b.__name__ for b, _, _ in TEXT_HOSTILE])
-def test_hostile_text_intake_gets_one_sentence_at_once(tmp_path, build, code, words):
+def test_hostile_text_intake_gets_one_sentence_at_once(tmp_path, build, code, words, answer_bound):
     path = build(tmp_path)
     started = time.perf_counter()
     with pytest.raises(SizingError) as caught:
         read(path)
-    assert time.perf_counter() - started < ANSWER_SECONDS
+    assert time.perf_counter() - started < answer_bound
     (problem,) = caught.value.problems
     assert problem.code == code and words in problem.message, problem
     assert problem.where.split(":")[0] == path.name and problem.fixer == "sales"

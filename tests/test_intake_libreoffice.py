@@ -80,8 +80,21 @@ def resaved(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("libreoffice")
     typed = filled(folder, BASE, name="typed-formulas.xlsx",
                    typed={"gpu_count": "=4*4", "training_tokens_billion": "1,000"})
-    soffice(folder / "profile", folder / "out", *TEMPLATES, *SAMPLES, typed)
+    link = filled(folder, BASE, name="link-formula.xlsx",
+                  typed={"customer": '=HYPERLINK("http://example.invalid/x","click me")'})
+    soffice(folder / "profile", folder / "out", *TEMPLATES, *SAMPLES, typed, link)
     return {p.name: p for p in (folder / "out").glob("*.xlsx")}
+
+
+@needs_libreoffice
+def test_formulas_saved_by_libreoffice_count_by_their_result_only_in_number_fields(resaved, tmp_path,
+                                                                                 ruleset):
+    from test_intake_values import formulas_in
+    job = quoted(resaved["typed-formulas.xlsx"], tmp_path / "counted", ruleset)
+    assert job.ok and formulas_in(next(p for p in job.outputs if p.suffix == ".xlsx")) == []
+    job = run_job(resaved["link-formula.xlsx"], tmp_path / "link", ruleset=ruleset)
+    assert job.status == "failed" and [p.code for p in job.problems] == ["file.formula_not_allowed"]
+    assert job.problems[0].where == cell_of("customer") and job.outputs == []
 
 
 @needs_libreoffice

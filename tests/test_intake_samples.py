@@ -11,6 +11,7 @@ from test_intake_kit import catalogs
 
 from engine.cli import main
 from engine.intake.read import read
+from engine.intake.form import current_form
 from engine.intake.template import fill_template, template_path
 from engine.intake.validate import validate
 from engine.paths import LANGUAGES, SAMPLES_DIR
@@ -50,7 +51,7 @@ def test_template_filled_by_names_in_each_language_equals_the_yaml_twin(tmp_path
     path = fill_template(template_path(lang), given, tmp_path / f"{twin.stem}.xlsx", catalogs())
     workbook_intake = checked(path)
     assert workbook_intake.values == expected
-    assert workbook_intake.sources["gpu"].startswith("Intake!C")
+    assert workbook_intake.sources["gpu"].startswith(f"{current_form().sheet('intake', lang)}!C")
 
 
 @pytest.mark.parametrize("twin", TWINS, ids=[p.stem for p in TWINS])

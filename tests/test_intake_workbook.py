@@ -57,7 +57,7 @@ def test_reader_records_cells_language_and_kind(tmp_path):
     assert intake.kind == "xlsx" and intake.language == "zh-CN"
     assert intake.sources["gpu_count"] == cell_of("gpu_count", "zh-CN")
     assert intake.values["workload"] == "预训练"             # as typed; the validator makes it canonical
-    assert "epochs" not in intake.values and intake.sources["epochs"].startswith("Intake!")
+    assert "epochs" not in intake.values and intake.sources["epochs"].startswith("需求表!")
 
 
 def test_moved_rows_and_added_notes_do_not_matter(tmp_path):

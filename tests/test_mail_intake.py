@@ -40,6 +40,14 @@ def test_very_long_names_are_cut_and_keep_their_extension():
     assert long_cjk.endswith(".yaml") and len(long_cjk.encode()) < 255   # fits any file system
 
 
+def test_two_long_names_alike_up_to_the_cut_keep_two_names():
+    # 150 shared characters, then "a" or "b": cut at 100 they would be one name; the hash of the
+    # whole name (as the folder service and the CLI end their stems) keeps them apart
+    first, second = safe_filename("Quote " * 25 + "a.xlsx"), safe_filename("Quote " * 25 + "b.xlsx")
+    assert first != second and len(first) <= 100 and len(second) <= 100
+    assert first.endswith(".xlsx") and first.startswith("Quote Quote")
+
+
 def headers(text: str) -> bytes:
     return text.replace("\n", "\r\n").encode() + b"\r\n"
 

@@ -78,7 +78,7 @@ def test_sweep_recommends_the_cheapest_setup_that_fits(tmp_path):
     proc = sizing("sweep", ROOT / "samples" / "rtx4090-lora-7b.zh-TW.yaml", "--gpu", "4090,A100,H100",
                   "--gpu-count", "1,2,4", "--precision", "bf16", "--csv", tmp_path / "grid.csv")
     assert proc.returncode == 0, proc.stderr
-    assert "9 configurations evaluated" in proc.stdout and "Recommended:" in proc.stdout
+    assert "共評估 9 種配置" in proc.stdout and "推薦：" in proc.stdout      # a zh-TW intake: its language
     import pandas as pd
     grid = pd.read_csv(tmp_path / "grid.csv")
     fits = grid[grid["fits_in_memory"]]

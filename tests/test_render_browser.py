@@ -182,3 +182,68 @@ def test_summary_in_chromium(browser, tmp_path, monkeypatch, workload, lang, exp
                  if e["method"] == "Network.requestWillBeSent"]
     assert all(u.startswith(("file:", "data:", "about:")) for u in requested), requested
     assert browser.errors() == []
+
+
+# ---------------------------------------------------------------- Chinese glyphs, not boxes
+
+# Draws each Chinese character of the page in the font the page gives its text, and the same for
+# a code point no font may map (U+0378 is unassigned): a character drawn exactly as that one is
+# a missing-glyph box. Chromium's canvas falls back through the same fonts as the page.
+MISSING_GLYPHS = r"""
+(() => {
+  const font = '32px ' + getComputedStyle(document.body).fontFamily;
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 48;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const draw = (ch) => {
+    ctx.clearRect(0, 0, 48, 48);
+    ctx.font = font;
+    ctx.fillText(ch, 4, 36);
+    return Array.from(ctx.getImageData(0, 0, 48, 48).data).join(',');
+  };
+  const box = draw('\u0378');
+  const chars = [...new Set(document.body.innerText.match(PATTERN) || [])];
+  return {checked: chars.length, missing: chars.filter(ch => draw(ch) === box)};
+})()
+"""
+CHINESE = r"/[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]/gu"
+
+
+def missing_glyphs(browser: Browser, session: str, pattern: str = CHINESE) -> dict:
+    return evaluate(browser, session, MISSING_GLYPHS.replace("PATTERN", pattern))
+
+
+def test_the_glyph_probe_sees_a_box(browser, tmp_path):
+    """The check below can fail: characters no font has (two other unassigned code points) are
+    found drawn as the box, and Latin letters are not."""
+    page = tmp_path / "boxes.html"
+    page.write_text("<!doctype html><meta charset=utf-8><body>Quote \u0379\u0380</body>", encoding="utf-8")
+    session = open_page(browser, page.as_uri())
+    assert missing_glyphs(browser, session, r"/[\u0379\u0380Q]/gu") == {"checked": 3, "missing": ["\u0379", "\u0380"]}
+
+
+@pytest.mark.parametrize("lang", ["zh-TW", "zh-CN"])
+def test_chinese_quote_pages_draw_every_character_not_a_box(browser, tmp_path, monkeypatch, lang):
+    """On a machine without a CJK font (scripts/system-packages installs fonts-noto-cjk) every
+    Chinese character of the quote and of the sweep page is drawn as the same empty box."""
+    from test_render_cases import make_grid
+    monkeypatch.setattr(render, "scaling_grid", lambda *args: make_grid("training"))
+    job = make_job(tmp_path, "training", lang)
+    html = next(p for p in write_quote(job, ("html",)) if p.suffix == ".html")
+    result = missing_glyphs(browser, open_page(browser, html.as_uri()))
+    assert result["checked"] > 50 and result["missing"] == [], \
+        f"{len(result['missing'])} of {result['checked']} Chinese characters drawn as boxes: no CJK font?"
+
+
+def test_a_chinese_sweep_page_draws_every_character_not_a_box(browser, tmp_path):
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parent.parent
+    sample = root / "samples" / "llama-8b-pretraining-256xh100.zh-CN.yaml"
+    proc = subprocess.run([sys.executable, "-m", "engine", "sweep", str(sample), "--gpu", "H100,A100",
+                           "--gpu-count", "64", "-o", str(tmp_path)], capture_output=True, text=True,
+                          cwd=root, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    page = tmp_path / f"{sample.stem}.sweep.html"
+    result = missing_glyphs(browser, open_page(browser, page.as_uri()))
+    assert result["checked"] > 30 and result["missing"] == [], result

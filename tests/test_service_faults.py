@@ -111,6 +111,11 @@ def test_past_the_memory_limit_the_same(ruleset, tmp_path, endless):
     job = Sandbox(Limits(memory_mb=200)).run(endless, tmp_path, "endless", ruleset)
     assert [p.code for p in job.problems] == ["limit.memory"]
     assert "needed more than 200 MB of memory to read" in job.problems[0].message
+    from engine.services.watch.reasons import reason_text
+    note = reason_text("endless.xlsx", job)           # names the rule set it was read under
+    assert job.ruleset_version == ruleset.version and note.endswith(f"Rule set {ruleset.version}.\n")
+    job.ruleset_version = ""                          # no rule set known: no footer, never "Rule set -."
+    assert "Rule set" not in reason_text("endless.xlsx", job)
 
 
 def test_a_quote_process_killed_from_outside_is_reported_not_lost(ruleset, tmp_path, endless):
@@ -119,3 +124,24 @@ def test_a_quote_process_killed_from_outside_is_reported_not_lost(ruleset, tmp_p
     job = quoting.wait()
     assert job.status == "failed" and job.problems[0].code == "crashed"
     assert "killed by SIGKILL" in job.problems[0].message and job.problems[0].fixer == "developer"
+
+
+def test_a_write_that_fills_the_disk_names_the_file_it_was_writing(tmp_path):
+    """A real failing write: the kernel's file size limit (RLIMIT_FSIZE) makes the quote's write
+    fail part-way, as a full disk does; the job is blocked, and its sentence says where."""
+    import subprocess
+    import sys
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from engine.calc.ruleset import current_ruleset\n"
+        "from engine.job import run_job\n"
+        "ruleset = current_ruleset()\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+        "job = run_job(Path(sys.argv[1]), Path(sys.argv[2]), ruleset=ruleset, formats=('html',))\n"
+        "print(job.status); print(job.problems[0].message)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(SEED_YAML), str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120).stdout.splitlines()
+    assert out[0] == "blocked", out
+    assert out[1].startswith("a file size limit was reached writing " + str(tmp_path / "seed002")), out

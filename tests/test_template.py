@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -83,8 +84,13 @@ def test_lists_hold_catalog_gpus_and_models_in_a_hidden_sheet(generated):
     assert lists.sheet_state == "hidden"
     column = {lists.cell(1, c).value: [lists.cell(r, c).value for r in range(2, lists.max_row + 1)]
               for c in range(4, lists.max_column + 1)}
-    assert [g for g in column["gpu"] if g] == [name for _, name in catalogs().gpu_choices()]
+    assert [g for g in column["gpu"] if g] == [FORM.catalog_name(name, lang) for _, name in catalogs().gpu_choices()]
     assert column["model"][0] == FORM.text("custom_model", lang)
+    if lang != "en":                 # whole in the language: no English words, no half-width brackets
+        shown = [v for values in column.values() for v in values if isinstance(v, str)]
+        assert "H100 NVL（每張 GPU）" in shown or "H100 NVL（每张 GPU）" in shown
+        assert [v for v in shown if re.search(r"[()]|per GPU|edge module|generation|cased", v)] == []
+        assert wb.sheetnames[0] == FORM.sheet("intake", lang) == "需求表"
     assert [w for w in column["workload"] if w] == [localized(c.label, lang) for c in FORM.choices["workload"]]
 
 
@@ -127,3 +133,32 @@ def test_form_yaml_syntax_error_shows_the_line(tmp_path):
     with pytest.raises(SizingError) as caught:
         load_form(path)
     assert caught.value.problems[0].where.startswith("rules/intake.yaml:")
+
+
+def test_chinese_wording_uses_one_punctuation_style():
+    """Full-width ，；：（） next to Chinese in every zh text of the form, the folder service's notes
+    and the sweep's words; half-width ones there are a slip (a test fails on each)."""
+    from ruamel.yaml import YAML
+
+    from engine.services.watch.reasons import NOTES
+    cjk = r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]"
+    slip = re.compile(rf"(?<={cjk})[,;:?!()]|[,;:?!()](?={cjk})")
+    found = []
+
+    def walk(node, path, lang=None):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}", key if key in ("zh-TW", "zh-CN") else lang)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]", lang)
+        elif isinstance(node, str) and lang and slip.search(node):
+            found.append(f"{path}: {node}")
+
+    walk(YAML(typ="safe").load((RULES_DIR / "intake.yaml").read_text(encoding="utf-8")), "rules/intake.yaml")
+    walk({lang: NOTES[lang] for lang in ("zh-TW", "zh-CN")}, "watch notes")
+    for lang in ("zh-TW", "zh-CN"):
+        table = YAML(typ="safe").load((RULES_DIR.parent / "templates" / "messages" / f"{lang}.yaml")
+                                      .read_text(encoding="utf-8"))
+        walk({lang: table["sweep"]}, f"templates/messages/{lang}.yaml sweep")
+    assert found == []

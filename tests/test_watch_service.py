@@ -312,16 +312,20 @@ def test_200_files_at_once_all_end_in_archive_or_failed_once(observer, start, tm
 
 def test_a_28_mb_sheet_and_a_100000_deep_json_are_answered_at_once(start, tmp_path):
     """The large and hostile intakes of tests/test_intake_hostile.py, through the folder service."""
-    from test_intake_hostile import ANSWER_SECONDS, TEXT_HOSTILE, export_sheet_28mb
+    from test_intake_hostile import TEXT_HOSTILE, export_sheet_28mb
     (tmp_path / "build").mkdir()
     hostile = [export_sheet_28mb(tmp_path / "build"), TEXT_HOSTILE[0][0](tmp_path / "build")]
     root = tmp_path / "svc"
     w = start()
+    drop(root, {"normal.yaml": valid_yaml(1)})        # the baseline: a real quote, on this machine, now
+    wait_for(lambda: len(jobs(root)) >= 1, 60, "the normal file", w)
     drop(root, {p.name: p.read_bytes() for p in hostile})
-    wait_for(lambda: len(jobs(root)) >= 2, 60, "both answered", w)
+    wait_for(lambda: len(jobs(root)) >= 3, 60, "both answered", w)
     assert w.stop() == 0
-    for record in jobs(root):
-        assert record["outcome"] == "failed" and record["seconds"] < ANSWER_SECONDS, record
+    (normal,), refused = [[r for r in jobs(root) if (r["file"] == "normal.yaml") == want] for want in (True, False)]
+    assert normal["outcome"] == "quoted"
+    for record in refused:                            # refused sooner than a small intake is quoted
+        assert record["outcome"] == "failed" and record["seconds"] < normal["seconds"], (record, normal)
     assert "unpacks to more than 2 MB" in (root / "failed" / "with-export.xlsx.reason.txt").read_text("utf-8")
     assert "nested more than 32 levels" in (root / "failed" / "deep-list.json.reason.txt").read_text("utf-8")
     assert "Traceback" not in w.stderr

@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.commands import limits
+
 HELP = "show how one result was derived (rules, intake cells, catalog lines)"
 EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time_hours",
              "each rule behind the training time, with the values that flowed in"),
             ("sizing explain intake.yaml cost_total --rules /srv/sizing", "the same against a deployment's own rules"))
-EXIT = "0 explained; 1 the rule files are broken; 2 an invalid intake or an unknown result name."
+EXIT = ("0 explained; 1 the rule files are broken; 2 an invalid intake or an unknown result name, or past "
+        "the time or memory limit.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,15 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("key", help="the result to explain, e.g. training_time_days or cost_total")
     parser.add_argument("--rules", type=Path, default=None, metavar="DIR",
                         help="folder holding rules/ and catalogs/ (default: the ones in use)")
+    limits.add_arguments(parser)
 
 
 def run(args) -> int:
-    from engine.calc.evaluate import evaluate
-    from engine.calc.explain import explain, render
     from engine.calc.schema import did_you_mean
     from engine.commands.rules import load_or_report
-    from engine.job import read_checked
-    from engine.problems import SizingError
     ruleset = load_or_report(args.rules)
     if ruleset is None:
         return 1
@@ -34,6 +34,15 @@ def run(args) -> int:
         print(f"{args.key}: no rule or input has this name{did_you_mean(args.key, ruleset.rules)}",
               file=sys.stderr)
         return 2
+    return limits.run_one(args, args.input, ruleset, explain_one)      # in a process of its own, under the limits
+
+
+def explain_one(ruleset, args) -> int:
+    """The derivation printed; its exit status."""
+    from engine.calc.evaluate import evaluate
+    from engine.calc.explain import explain, render
+    from engine.job import read_checked
+    from engine.problems import SizingError
     try:
         intake = read_checked(args.input, ruleset)
         results = evaluate(intake, ruleset)

@@ -7,12 +7,15 @@ import json
 import sys
 from pathlib import Path
 
+from engine.commands import limits
+
 HELP = "quote intake files (.xlsx, .yaml, .json)"
 EXAMPLES = (("sizing quote intake.xlsx", "intake.quote.xlsx, .quote.html and .quote.json in this folder"),
             ("sizing quote a.xlsx b.yaml -o quotes", "several at once, into quotes/"),
             ("sizing quote case.yaml --json | jq .results", "the result document on stdout"))
-EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable (each problem on stderr as "
-        "cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); 1 the rule files are broken.")
+EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable, or past the time or memory limit "
+        "(each problem on stderr as cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); "
+        "1 the rule files are broken.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,13 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for <stem>.quote.xlsx, .quote.html and .quote.json (default: this folder)")
     parser.add_argument("--json", action="store_true",
                         help="also print the result document as JSON on stdout (a list for several inputs)")
+    limits.add_arguments(parser)
 
 
 def run(args) -> int:
     from engine.calc.ruleset import current_ruleset
-    from engine.job import run_job
     from engine.problems import SizingError
-    from engine.quote.text import summary_text
 
     try:
         ruleset = current_ruleset()
@@ -38,27 +40,43 @@ def run(args) -> int:
         return 1
     args.outdir.mkdir(parents=True, exist_ok=True)
     code, documents = 0, []
-    for source in args.inputs:
-        if not source.is_file():
-            print(f"{source}: no such file.", file=sys.stderr)
-            code = max(code, 2)
-            continue
-        job = run_job(source, args.outdir, ruleset=ruleset)
-        if job.ok:
-            if args.json:
-                documents.append(job.results.to_json(job.language))
-            else:
-                print(summary_text(job.quote))
-            for out in job.outputs:
-                print(f"wrote {out}", file=sys.stderr)
-        else:
-            code = 2 if job.status == "invalid" or job.status == "failed" else 1
-            for p in job.problems:
-                print(f"{p.where}: {p.message}" if p.where else p.message, file=sys.stderr)
-            for out in job.outputs:
-                print(f"wrote {out}", file=sys.stderr)
+    box = limits.sandbox(args)
+    try:
+        for source in args.inputs:
+            if not source.is_file():
+                print(f"{source}: no such file.", file=sys.stderr)
+                code = max(code, 2)
+                continue
+            # Each input in a process of its own, under the services' limits.
+            outcome = limits.run_limited(box, source, ruleset, quote_one, source, args.outdir, args.json)
+            one, document = outcome if outcome is not None else (2, None)
+            code = max(code, one)
+            if document is not None:
+                documents.append(document)
+    finally:
+        box.close()
     if args.json:
         json.dump(documents[0] if len(documents) == 1 else documents, sys.stdout,
                   ensure_ascii=False, indent=2)
         print()
     return code
+
+
+def quote_one(ruleset, source: Path, outdir: Path, as_json: bool) -> tuple[int, dict | None]:
+    """Quote one input and say so (run in the input's own process): (exit status, JSON document)."""
+    from engine.job import run_job
+    from engine.quote.text import summary_text
+    job = run_job(source, outdir, ruleset=ruleset)
+    document = None
+    if job.ok:
+        if as_json:
+            document = job.results.to_json(job.language)
+        else:
+            print(summary_text(job.quote))
+    else:
+        for p in job.problems:
+            print(f"{p.where}: {p.message}" if p.where else p.message, file=sys.stderr)
+    for out in job.outputs:
+        print(f"wrote {out}", file=sys.stderr)
+    code = 0 if job.ok else 2 if job.status in ("invalid", "failed") else 1
+    return code, document

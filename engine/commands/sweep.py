@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.commands import limits
+
 HELP = "evaluate a grid of configurations and recommend"
 EXAMPLES = (("sizing sweep case.yaml --gpu H100,A100,L40S --gpu-count 1,2,4,8", "the cheapest setup that fits"),
             ("sizing sweep case.yaml --precision bf16,fp8 --by time -o sweeps/",
              "the fastest, and the ranked table as CSV, xlsx and HTML in sweeps/"))
-EXIT = "0 a recommendation; 1 nothing in the grid fits and meets the targets; 2 an invalid intake or grid."
+EXIT = ("0 a recommendation; 1 nothing in the grid fits and meets the targets; 2 an invalid intake or grid, "
+        "or past the time or memory limit.")
 OBJECTIVES = ("cost", "gpus", "time")      # the keys of engine.calc.sweep.OBJECTIVES
 PROGRESS_AFTER_S = 0.5                     # a bar only for sweeps long enough to wonder about
 
@@ -31,17 +34,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the ranked table as DIR/<stem>.sweep.csv, .xlsx and .html")
     parser.add_argument("--csv", type=Path, default=None, metavar="FILE",
                         help="also write every configuration to this CSV file")
+    limits.add_arguments(parser)
 
 
 def run(args) -> int:
     from engine.calc.ruleset import current_ruleset
+    from engine.problems import SizingError
+    try:
+        ruleset = current_ruleset()
+    except SizingError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return 2
+    return limits.run_one(args, args.base, ruleset, sweep_one)      # in a process of its own, under the limits
+
+
+def sweep_one(ruleset, args) -> int:
+    """The sweep of one intake, printed (and written with -o); its exit status."""
     from engine.calc.sweep import parse_grid, sweep
     from engine.files import write_atomic
     from engine.job import read_checked
     from engine.problems import SizingError
+    from engine.files import output_stem
+    from engine.intake.form import current_form
+    from engine.quote.messages import messages
     from engine.quote.sweep_table import columns, csv_bytes, rows, write_sweep
     try:
-        ruleset = current_ruleset()
         intake = read_checked(args.base, ruleset)
         grid = parse_grid(args.gpu, args.gpu_count, args.precision, ruleset.catalogs)
         result = sweep(intake.values, ruleset, grid, objective=args.by, progress=_progress_bar)
@@ -49,6 +67,7 @@ def run(args) -> int:
         for p in e.problems:
             print(p, file=sys.stderr)
         return 2
+    m = messages(intake.language)
     training = intake.values.get("workload") in ("pretraining", "fine-tuning")
     # every GPU's cost in one currency: the typed price's, and catalog prices converted (rules/cost.yaml)
     table = result.table
@@ -56,28 +75,29 @@ def run(args) -> int:
     if args.csv:
         write_atomic(args.csv, csv_bytes(result))
     if args.output:
-        for path in write_sweep(result, ruleset, args.output, args.base.stem, training, currency):
+        for path in write_sweep(result, ruleset, args.output, output_stem(args.base.name), training, m,
+                                currency):
             print(f"wrote {path}", file=sys.stderr)
     qualifying = result.qualifying
-    print(f"{len(result.table)} configurations evaluated ({result.scenarios:,} layouts); "
-          f"{len(qualifying)} fit in memory and meet the targets.")
+    print(m("sweep.summary", configurations=len(result.table), layouts=f"{result.scenarios:,}",
+            qualifying=len(qualifying)))
     for name, precision in result.left_out:
-        print(f"Left out: {precision} on {name} (the GPU has no {precision} support; it would only repeat "
-              f"its fallback's figures).")
-    heads = columns(result, ruleset, training, currency)
+        print(m("sweep.left_out", precision=precision, gpu=current_form().catalog_name(name, m.lang)))
+    heads = columns(result, ruleset, training, m, currency)
     keys = [k for k, _ in heads]
-    shown = rows(result, keys, args.top)
+    shown = rows(result, keys, m, args.top)
     if shown:
         _print_table([h for _, h in heads], shown)
     if qualifying.empty:
-        print("\nNothing qualifies: " + _failure_words(result.failures(), intake.values) + ".")
+        print("\n" + m("sweep.nothing", reasons=_failure_words(m, result.failures(), intake.values)))
         nearest = result.nearest()
         if nearest is not None:
-            print(f"Nearest: {_configuration(nearest)}, {_miss_words(nearest, intake.values)}.")
+            print(m("sweep.nearest", configuration=_configuration(m, nearest),
+                    misses=_miss_words(m, nearest, intake.values)))
         return 1
     best = qualifying.iloc[0]
-    print(f"\nRecommended: {_configuration(best)} (lowest {args.by}; within 3%, fewer GPUs; "
-          f"memory headroom kept).")
+    print("\n" + m("sweep.recommended", configuration=_configuration(m, best),
+                   objective=m(f"sweep.objectives.{args.by}")))
     return 0
 
 
@@ -88,48 +108,46 @@ def _progress_bar(tasks, total):
                 delay=PROGRESS_AFTER_S, disable=not sys.stderr.isatty())
 
 
-def _configuration(row) -> str:
-    return f"{int(row['gpu_count'])} × {row.get('gpu_name', row['gpu'])} at {row['precision']} ({row['layout']})"
+def _configuration(m, row) -> str:
+    from engine.quote.sweep_table import gpu_name, layout_text
+    return m("sweep.configuration", count=int(row["gpu_count"]), gpu=gpu_name(row, m),
+             precision=row["precision"], layout=layout_text(row, m))
 
 
-def _days(values: dict) -> str:
+def _days(m, values: dict) -> str:
     try:
         return f"{float(values.get('deadline_days')):g}"
     except (TypeError, ValueError):
-        return "given"
+        return m("sweep.deadline_given")
 
 
-def _failure_words(failures: dict[str, int], values: dict) -> str:
-    words = {"layout": "cannot take the fixed layout", "memory": "do not fit in memory with headroom",
-             "deadline": f"miss the {_days(values)}-day deadline",
-             "latency": "miss the latency targets", "throughput": "cannot carry the request rate"}
-    return "; ".join(f"{n} {words[c]}" for c, n in failures.items()) or "no configuration was evaluated"
+def _failure_words(m, failures: dict[str, int], values: dict) -> str:
+    return m("sweep.joiner").join(m(f"sweep.failures.{c}", count=n, days=_days(m, values))
+                                  for c, n in failures.items()) or m("sweep.nothing_evaluated")
 
 
-def _miss_words(row, values: dict) -> str:
+def _miss_words(m, row, values: dict) -> str:
     """What the nearest miss lacks, with the figure that shows it."""
-    parts = []
-    for criterion in str(row["misses"]).split(", "):
-        if criterion == "memory":
-            parts.append(f"needs {row['memory_per_gpu_gb']:.0f} GB per GPU of {row['gpu_memory_gb']:.0f} GB")
-        elif criterion == "deadline":
-            parts.append(f"takes {row['training_time_days']:.1f} days against the {_days(values)}-day "
-                         f"deadline")
-        elif criterion == "latency":
-            parts.append(f"first token in {row['ttft_ms']:.0f} ms (target {row['ttft_target_used']:.0f}), "
-                         f"{row['tpot_ms']:.0f} ms per token (target {row['tpot_target_used']:.0f})")
-        elif criterion == "throughput":
-            parts.append(f"gives {row['output_tokens_per_s']:,.0f} output tokens/s of the "
-                         f"{row['throughput_needed']:,.0f} needed")
-        elif criterion == "layout":
-            parts.append("the fixed layout does not divide its GPUs")
+    words = {"memory": lambda: dict(need=f"{row['memory_per_gpu_gb']:.0f}", have=f"{row['gpu_memory_gb']:.0f}"),
+             "deadline": lambda: dict(days=f"{row['training_time_days']:.1f}", deadline=_days(m, values)),
+             "latency": lambda: dict(ttft=f"{row['ttft_ms']:.0f}", ttft_target=f"{row['ttft_target_used']:.0f}",
+                                     tpot=f"{row['tpot_ms']:.0f}", tpot_target=f"{row['tpot_target_used']:.0f}"),
+             "throughput": lambda: dict(tokens=f"{row['output_tokens_per_s']:,.0f}",
+                                        needed=f"{row['throughput_needed']:,.0f}"),
+             "layout": dict}
+    parts = [m(f"sweep.misses.{c}", **words[c]()) for c in str(row["misses"]).split(", ") if c in words]
     short = row["shortfall"]
-    return "; ".join(parts) + (f" (short by {short:.2f}×)" if short < float("inf") else "")
+    return m("sweep.joiner").join(parts) + (m("sweep.short_by", times=f"{short:.2f}") if short < float("inf") else "")
 
 
 def _print_table(labels: list[str], body: list[list]) -> None:
     cells = [labels] + [[f"{v:,}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
                          for v in line] for line in body]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(labels))]
-    for line in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip())
+    widths = [max(_width(r[i]) for r in cells) for i in range(len(labels))]
+    for line in cells:       # padded by what a terminal shows: a Chinese character takes two columns
+        print("  ".join(v + " " * (w - _width(v)) for v, w in zip(line, widths)).rstrip())
+
+
+def _width(text: str) -> int:
+    import unicodedata
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)

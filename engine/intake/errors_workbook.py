@@ -14,6 +14,7 @@ from openpyxl.worksheet.hyperlink import Hyperlink
 from engine.files import write_atomic
 from engine.intake.form import current_form
 from engine.intake.validate import show
+from engine.intake.workbook import FORMULA_STARTS, has_formulas, without_formulas
 from engine.paths import LANGUAGES
 from engine.problems import Problem
 
@@ -29,6 +30,8 @@ def write_errors_workbook(source: Path, problems: list[Problem], out: Path, lang
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wb = load_workbook(source)
+        if has_formulas(wb):              # handed back as values: a formula it held never runs
+            without_formulas(wb, load_workbook(source, data_only=True))
     _clear_earlier_marks(wb, form, lang)
     by_cell: dict[tuple[str, str], list[str]] = {}
     for p in problems:
@@ -62,6 +65,15 @@ def _clear_earlier_marks(wb, form, lang: str) -> None:
             cell.comment, cell.fill, cell.font = None, INPUT_FILL, Font()
 
 
+def _text(cell, value):
+    """A cell that holds text as text: openpyxl would take any text starting with `=` for a formula."""
+    cell.value = value
+    if isinstance(value, str):
+        cell.data_type = "s"
+        cell.quotePrefix = value.startswith(FORMULA_STARTS)
+    return cell
+
+
 def _split(where: str) -> tuple[str, str]:
     sheet, _, coord = (where or "").rpartition("!")
     return sheet.strip("'"), coord
@@ -85,9 +97,8 @@ def _problems_sheet(wb, form, lang: str, problems) -> None:
             ws[f"A{row}"].hyperlink = Hyperlink(ref=f"A{row}", location=f"'{sheet}'!{coord}")
             ws[f"A{row}"].font = Font(color="0563C1", underline="single")
         ws[f"B{row}"] = form.label(key, lang) if key in form.fields else None
-        ws[f"C{row}"] = p.message
-        ws[f"C{row}"].alignment = Alignment(wrap_text=True, vertical="top")
-        ws[f"D{row}"] = show(p.value) if p.value is not None else None
+        _text(ws[f"C{row}"], p.message).alignment = Alignment(wrap_text=True, vertical="top")
+        _text(ws[f"D{row}"], show(p.value) if p.value is not None else None)   # what was typed: `=…` too
     ws.freeze_panes = "A4"
     wb.active = 0
     for sheet in wb.worksheets[1:]:

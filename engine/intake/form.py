@@ -80,6 +80,7 @@ class Form:
     texts: dict[str, Any]
     messages: dict[str, Any]
     sheets: dict[str, Any]
+    catalog_words: dict[str, Any]     # words in catalog names' brackets → {zh-TW, zh-CN}
 
     def text(self, name: str, lang: str, **values: Any) -> str:
         text = localized(self.texts.get(name, name), lang)
@@ -96,6 +97,18 @@ class Form:
             if c.id == choice_id:
                 return localized(c.label, lang)
         return str(choice_id)
+
+    def catalog_name(self, name: str, lang: str) -> str:
+        """A GPU's or model's catalog name as the `lang` drop-downs show it: the words in its
+        brackets in that language, and in Chinese, Chinese brackets and commas."""
+        if lang == "en" or "(" not in name:
+            return name
+
+        def bracket(match: re.Match) -> str:
+            words = [w.strip() for w in match.group(1).split(",")]
+            words = [localized(self.catalog_words[w], lang) if w in self.catalog_words else w for w in words]
+            return "（" + "，".join(words) + "）"
+        return re.sub(r"\s*\(([^()]*)\)", bracket, name)
 
     def message(self, code: str, lang: str, **values: Any) -> str:
         """The message for a problem code; {some_field_key} prints that field's label."""
@@ -196,7 +209,13 @@ def _build(doc: Any, display: str) -> Form:
             bad(doc, "sheets", f"`sheets` needs a name for `{name}`.")
     if problems:
         raise SizingError(problems)
-    return Form(version, fields, sections, choices, texts, messages, plain(doc["sheets"]))
+    words = plain(doc.get("catalog_words") or {})
+    for word, value in words.items():
+        if not isinstance(value, dict) or not all(lang in value for lang in LANGUAGES[1:]):
+            bad(doc["catalog_words"], word, f"catalog_words.{word} needs zh-TW and zh-CN.")
+    if problems:
+        raise SizingError(problems)
+    return Form(version, fields, sections, choices, texts, messages, plain(doc["sheets"]), words)
 
 
 def _field(node, index, parent, sections, choices, workloads, bad) -> Field | None:

@@ -8,6 +8,10 @@ import unicodedata
 from datetime import date, datetime, time
 from typing import Any
 
+# C0 and C1 controls but tab, line feed and carriage return; DEL; the bidirectional overrides.
+CONTROLS = dict.fromkeys([*(c for c in range(32) if c not in (9, 10, 13)), *range(127, 160),
+                          *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
 # Words for a multiplier after a number. Latin ones must end the token ("70B", "2T tokens"),
 # so "8 GPUs" or "100 ms" are not read as giga/milli.
 MULTIPLIERS = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "b": 1e9,
@@ -36,9 +40,22 @@ def fold(text: Any) -> str:
     return re.sub(r"[\s\-_.·]+", "", clean(text).casefold())
 
 
+def printable(value: Any) -> Any:
+    """Text without control characters (tabs and line breaks stay) and without the invisible
+    marks that reverse the reading order; other values as they are."""
+    if isinstance(value, str):
+        return value.translate(CONTROLS)
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: printable(v) for k, v in value.items()}
+    return value
+
+
 def is_blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not clean(value)) or \
-        (isinstance(value, float) and math.isnan(value))
+    """None or empty text. NaN is not blank: `.nan` (YAML) or `NaN` (JSON) is refused like any
+    other value that is not a number, not quoted as if the field were left out."""
+    return value is None or (isinstance(value, str) and not clean(value))
 
 
 def parse_number(value: Any, measure: str = "count", scale: float = 1.0) -> float:

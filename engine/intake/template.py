@@ -78,8 +78,9 @@ def choice_lists(form: Form, lang: str, catalogs) -> dict[str, list[tuple[str, s
     """Every drop-down: list name → [(canonical id, text shown in `lang`)]."""
     lists = {name: [(c.id, localized(c.label, lang)) for c in items] for name, items in form.choices.items()}
     lists["yesno"] = [("yes", form.text("yes", lang)), ("no", form.text("no", lang))]
-    lists["gpu"] = list(catalogs.gpu_choices())
-    lists["model"] = [("custom", form.text("custom_model", lang)), *catalogs.model_choices()]
+    lists["gpu"] = [(i, form.catalog_name(name, lang)) for i, name in catalogs.gpu_choices()]
+    lists["model"] = [("custom", form.text("custom_model", lang)),
+                      *((i, form.catalog_name(name, lang)) for i, name in catalogs.model_choices())]
     return lists
 
 
@@ -215,7 +216,7 @@ def display_value(form: Form, f: Field, value, lang: str, catalogs=None):
         return form.text("custom_model", lang)
     if f.type in ("gpu", "model") and catalogs is not None:
         table = catalogs.gpus if f.type == "gpu" else catalogs.models
-        return table.get(value, {}).get("name", value)
+        return form.catalog_name(table.get(value, {}).get("name", value), lang)
     return value
 
 

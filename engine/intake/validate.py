@@ -16,6 +16,7 @@ from engine.calc.rulecache import cached_data
 from engine.intake import lenient
 from engine.intake.form import FORM_PATH, Field, Form, current_form, localized
 from engine.intake.model import Intake
+from engine.paths import LANGUAGES
 from engine.problems import Problem
 
 TRAINING = ("pretraining", "fine-tuning")
@@ -187,8 +188,10 @@ def _resolve(catalogs, table: str, value: Any) -> str | None:
         return None
     text = lenient.clean(value)
     found = catalogs.resolve(table, text)
-    if found is None:                        # the drop-down shows display names; accept those too
-        names = {lenient.fold(e.get("name", i)): i for i, e in catalogs.table(table).items()}
+    if found is None:                        # the drop-downs show display names, in each language
+        form = current_form()
+        names = {lenient.fold(form.catalog_name(str(e.get("name", i)), lang)): i
+                 for i, e in catalogs.table(table).items() for lang in LANGUAGES}
         found = names.get(lenient.fold(text))
     return found
 

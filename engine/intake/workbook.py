@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.intake.form import LANGUAGE_NAME, VERSION_NAME, Form, current_form
+from engine.intake.lenient import printable
 from engine.intake.model import Intake
 from engine.paths import LANGUAGES
 from engine.problems import Problem, SizingError
@@ -23,6 +24,8 @@ XML_SUFFIXES = (".xml", ".rels", ".vml")
 MAX_PARTS = 500
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"   # legacy .xls, and every password-encrypted workbook
 ZIP_MAGIC = b"PK\x03\x04"
+FORMULA_TYPES = ("number", "integer")               # the fields whose value may be calculated
+FORMULA_STARTS = ("=", "+", "-", "@")               # what a spreadsheet takes for a formula
 
 
 def read_workbook(path: Path) -> Intake:
@@ -49,8 +52,10 @@ def read_workbook(path: Path) -> Intake:
             formulas[key] = cell.value
         elif cell.value is not None:
             values[key] = raw[key] = cell.value
-    if formulas:
-        _cached_results(data, path.name, form, lang, cells, formulas, values, raw, sources)
+    if formulas or has_formulas(workbook):
+        _cached_results(data, path.name, form, lang, cells, formulas, values, raw, sources, workbook)
+    for key in values:
+        _keep_as_text(workbook[cells[key.lower()][0]][cells[key.lower()][1]])
     return Intake(values=values, sources=sources, raw=raw, origin=path, kind="xlsx", language=lang,
                   book=workbook)
 
@@ -205,17 +210,54 @@ def _cell(workbook, location: tuple[str, str] | None) -> Any:
     return workbook[location[0]][location[1]].value if location else None
 
 
-def _cached_results(data, name, form, lang, cells, formulas, values, raw, sources) -> None:
-    """Formula cells count by the result Excel saved; without one, say how to get it."""
+def _cached_results(data, name, form, lang, cells, formulas, values, raw, sources, workbook) -> None:
+    """Formula cells count by the result Excel saved, in number fields only (a formula in a name
+    is how a link or a DDE call gets into a quote); checked then like typed values. Every formula
+    of the workbook, input or not, becomes its saved result in the copy the quote is built on."""
     cached = _open(data, name, form, data_only=True)
     problems = []
     for key, formula in formulas.items():
         value = _cell(cached, cells[key.lower()])
-        if value is None:
+        label = form.label(key, lang)
+        if form.fields[key].type not in FORMULA_TYPES:
+            problems.append(Problem("file.formula_not_allowed", sources[key],
+                                    form.message("file.formula_not_allowed", lang, label=label,
+                                                 formula=formula), "sales", formula, {"key": key}))
+        elif value is None:
             problems.append(Problem("file.formula_no_value", sources[key],
-                                    form.message("file.formula_no_value", lang, label=form.label(key, lang),
-                                                 formula=formula), "sales", formula))
+                                    form.message("file.formula_no_value", lang, label=label,
+                                                 formula=formula), "sales", formula, {"key": key}))
         else:
             values[key], raw[key] = value, value
+    without_formulas(workbook, cached)
     if problems:
         raise SizingError(problems)
+
+
+def without_formulas(workbook, cached) -> None:
+    """Values, never formulas, in anything written from `workbook`: each formula cell becomes
+    the result its file saved (`cached`: the same file opened with data_only), or, without one,
+    its formula as plain text."""
+    for sheet in workbook.worksheets:
+        for cell in _formula_cells(sheet):
+            value = cached[sheet.title][cell.coordinate].value
+            cell.value = value if value is not None else str(getattr(cell.value, "text", cell.value))
+            _keep_as_text(cell)
+
+
+def has_formulas(workbook) -> bool:
+    return any(True for sheet in workbook.worksheets for _ in _formula_cells(sheet))
+
+
+def _formula_cells(sheet):
+    # _cells holds only the cells the file has; iter_rows would make every empty one in the range.
+    return [cell for cell in sheet._cells.values() if cell.data_type == "f"]
+
+
+def _keep_as_text(cell) -> None:
+    """Text without control characters, and text, not a formula (openpyxl takes any text that
+    starts with `=` for one); marked so that it stays text when someone edits the cell."""
+    if isinstance(cell.value, str):
+        cell.value = printable(cell.value)
+        cell.data_type = "s"
+        cell.quotePrefix = cell.value.startswith(FORMULA_STARTS)

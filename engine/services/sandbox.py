@@ -7,12 +7,13 @@ import gc
 import os
 import select
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from engine.problems import Problem
+from engine.problems import Problem, SizingError
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".xltx")
 PR_SET_PDEATHSIG = 1
@@ -45,11 +46,26 @@ class Sandbox:
 
     def start(self, source: Path, outdir: Path, stem: str, ruleset) -> Quoting:
         """Begin quoting `source` into `outdir`; poll the Quoting for its Job."""
+        source = Path(source)
+        return self._begin(source, ruleset, (_quote, (source, Path(outdir), stem, self.limits)))
+
+    def call(self, source: Path, ruleset, function, *args):
+        """`function(ruleset, *args)` for one input in a worker, under the limits, waiting for it
+        (the one-shot commands); its return value. Past a limit, or when the worker died, a
+        SizingError with the plain sentence. `function` and what it returns cross a pipe:
+        a module-level function, and plain data."""
+        quoting = self._begin(Path(source), ruleset, (_boxed, (function, args)))
+        outcome = quoting.wait()
+        if quoting.stopped:
+            raise SizingError(outcome.problems)
+        return outcome[0]
+
+    def _begin(self, source: Path, ruleset, request: tuple) -> Quoting:
         for stale in [w for w in self._idle if w.ruleset is not ruleset]:   # the rules changed
             self._idle.remove(stale)
             stale.stop()
         worker = self._idle.pop() if self._idle else _Worker(ruleset, self.limits)
-        return Quoting(self, worker, Path(source), Path(outdir), stem)
+        return Quoting(self, worker, source, request)
 
     def run(self, source: Path, outdir: Path, stem: str, ruleset):
         """`run_job` under the limits, waiting for it (the mail service quotes one at a time)."""
@@ -71,12 +87,14 @@ class Sandbox:
 class Quoting:
     """One file being quoted: `result()` is None while it runs, then the Job."""
 
-    def __init__(self, sandbox: Sandbox, worker: _Worker, source: Path, outdir: Path, stem: str):
+    def __init__(self, sandbox: Sandbox, worker: _Worker, source: Path, request: tuple):
         self.sandbox, self.worker, self.source = sandbox, worker, source
         self.limits = sandbox.limits
         self.started = time.monotonic()
+        self.stopped = False           # True once a limit or a crash ended it: result() is a failed Job
         self._job = None
-        worker.requests.send((source, outdir, stem))
+        _flush()                       # what this process printed comes before what the worker prints
+        worker.requests.send(request)
 
     @property
     def seconds(self) -> float:
@@ -116,6 +134,8 @@ class Quoting:
                                 "sizing team. The file is kept.", fixer="developer")
         self.worker.jobs += 1
         self.sandbox._done_with(self.worker)
+        if isinstance(job, _OutOfMemory):        # met the address-space cap inside the worker
+            return self._failed("limit.memory", _over_limit(self.source, self.limits, "memory"))
         return job
 
     def _check_limits(self):
@@ -129,9 +149,11 @@ class Quoting:
 
     def _failed(self, code: str, message: str, fixer: str = "sales"):
         from engine.job import Job
-        job = Job(source=self.source, outdir=self.source.parent, status="failed")
+        job = Job(source=self.source, outdir=self.source.parent, status="failed",
+                  ruleset_version=getattr(self.worker.ruleset, "version", ""))
         job.problems.append(Problem(code, self.source.name, message, fixer=fixer))
         job.seconds = self.seconds
+        self.stopped = True
         return job
 
 
@@ -143,6 +165,7 @@ class _Worker:
         request_in, request_out = os.pipe()
         result_in, result_out = os.pipe()
         parent = os.getpid()
+        _flush()                         # or the child inherits, and prints again, what is buffered
         try:
             self.pid = os.fork()
         except OSError:                  # out of processes or memory: the caller says so
@@ -189,24 +212,51 @@ def _serve(request_fd: int, result_fd: int, parent: int, ruleset, limits: Limits
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _cap_address_space(limits)
-        from engine.job import run_job
         requests = Connection(request_fd, writable=False)
         results = Connection(result_fd, readable=False)
         while True:
             try:
-                source, outdir, stem = requests.recv()
+                function, args = requests.recv()
             except EOFError:
                 code = 0                                       # the service let this worker go
                 return
-            job = run_job(source, outdir, ruleset=ruleset, stem=stem)
-            if any(p.code == "limit.memory" for p in job.problems):   # hit the address cap
-                job.problems = [Problem("limit.memory", source.name,
-                                        _over_limit(source, limits, "memory"))]
-            # What the services read of a job; the rule set and workbook stay behind.
-            job.ruleset = job.intake = job.results = None
-            results.send(job)
+            try:
+                outcome = function(ruleset, *args)
+            except MemoryError:
+                outcome = _OutOfMemory()
+            _flush()
+            results.send(outcome)
     finally:
+        _flush()
         os._exit(code)                   # never run the parent's cleanup (or tests) in the child
+
+
+def _quote(ruleset, source: Path, outdir: Path, stem: str, limits: Limits):
+    """One quote in a worker: the Job, without what the services never read."""
+    from engine.job import run_job
+    job = run_job(source, outdir, ruleset=ruleset, stem=stem)
+    if any(p.code == "limit.memory" for p in job.problems):   # hit the address cap
+        job.problems = [Problem("limit.memory", source.name, _over_limit(source, limits, "memory"))]
+    # The rule set and workbook stay behind.
+    job.ruleset = job.intake = job.results = None
+    return job
+
+
+def _boxed(ruleset, function, args: tuple) -> list:
+    """A call's return value in a list: a Quoting takes a falsy result (0, None) for "not yet"."""
+    return [function(ruleset, *args)]
+
+
+class _OutOfMemory:
+    """What a worker sends back when its call met the address-space cap."""
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):     # closed, or a broken pipe
+            pass
 
 
 def _over_limit(source: Path, limits: Limits, which: str) -> str:

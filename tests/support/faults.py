@@ -18,6 +18,8 @@ import threading
 import zipfile
 from pathlib import Path
 
+from engine.files import split_name
+
 RESERVE_LEFT = 16 * 1024      # what a "full" disk still has free: less than any quote needs
 
 
@@ -253,9 +255,10 @@ def check_folder(root: Path, dropped: list[str]) -> dict[str, str]:
     for name in dropped:
         assert len(by_name.get(name, [])) == 1, f"{name}: {by_name.get(name)} (want one job)"
         (stem, status), = by_name[name]
-        suffix = Path(name).suffix
-        archived = (root / "archive" / f"{stem}{suffix}").is_file()
-        failed = (root / "failed" / f"{stem}{suffix}").is_file()
+        suffix = split_name(name)[1]
+        # lexists: a link, pipe or device dropped by mistake is filed as itself, never followed.
+        archived = os.path.lexists(root / "archive" / f"{stem}{suffix}")
+        failed = os.path.lexists(root / "failed" / f"{stem}{suffix}")
         assert archived + failed == 1, f"{name}: archived {archived}, failed {failed}"
         outputs = sorted(p.name for p in (root / "outbox").glob(f"{stem}.*"))
         if archived:
@@ -266,11 +269,12 @@ def check_folder(root: Path, dropped: list[str]) -> dict[str, str]:
             assert reason.is_file() and reason.read_text(encoding="utf-8").strip(), f"{name}: no reason"
             assert outputs == [], f"{name} failed but left {outputs} in outbox/"
         ended[name] = "archive" if archived else "failed"
-    claims = [p for p in (root / "work").rglob("*") if p.is_file() and p.name != ".lock"]
+    claims = [p for p in (root / "work").rglob("*")
+              if (p.is_symlink() or not p.is_dir()) and p.name != ".lock"]
     assert claims == [], f"left in work/: {claims}"
     assert [p.name for p in (root / "inbox").iterdir()] == [], "left in the inbox"
     for note in (root / "failed").glob("*.reason.txt"):
-        assert (note.parent / note.name[:-len(".reason.txt")]).is_file(), f"stale note {note.name}"
+        assert os.path.lexists(note.parent / note.name[:-len(".reason.txt")]), f"stale note {note.name}"
         assert note.read_text(encoding="utf-8").strip(), f"empty note {note.name}"
     assert not (root / "SERVICE-DEGRADED.txt").exists(), "the degraded note outlived the fault"
     return ended

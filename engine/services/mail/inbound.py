@@ -13,6 +13,8 @@ from email import policy
 from email.header import decode_header
 from email.utils import getaddresses
 
+from engine.files import HASH_CHARS
+
 # .xls is passed on too: the workbook reader explains old and password-protected files.
 INTAKE_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".yaml", ".yml", ".json")
 XLSX_TYPES = ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",)
@@ -230,8 +232,13 @@ def safe_filename(name: str) -> str:
         stem, ext = name, ""
     stem = stem.strip(" ._")
     room = MAX_NAME - len(ext) - 1
-    while len(stem) > room or len(stem.encode()) > 3 * room // 2:
-        stem = stem[:-1]
+    if len(stem) > room or len(stem.encode()) > 3 * room // 2:
+        # cut, and ended with a short hash of the whole name: two long names alike up to the
+        # cut still get two names (and two sets of outputs in the reply), as in the other channels
+        digest = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+        while len(stem) + len(digest) > room or len((stem + digest).encode()) > 3 * room // 2:
+            stem = stem[:-1]
+        stem = stem.rstrip(" ._") + digest
     if not stem or stem.upper().split(".")[0] in ("CON", "PRN", "AUX", "NUL", *(
             f"{d}{n}" for d in ("COM", "LPT") for n in range(10))):
         stem = "attachment" + ("-" + stem if stem else "")

@@ -9,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 
+from engine.files import NAME_LIMIT_BYTES, split_name
+
 
 class WorkArea:
     """This process's own folder under DIR/work, held by an flock for as long as it lives.
@@ -37,7 +39,10 @@ class WorkArea:
         The claimed copy gets a printable name (see `clean_name`), in the same rename."""
         folder = self.dir / f"{time.time_ns():x}{secrets.token_hex(3)}"
         folder.mkdir()
-        claimed = folder / clean_name(path.name)
+        name = clean_name(path.name)
+        if len(name.encode()) > NAME_LIMIT_BYTES:     # bytes that were not UTF-8 grew into U+FFFD
+            name = "".join(split_name(name))
+        claimed = folder / name
         try:
             os.rename(path, claimed)
         except FileNotFoundError:
@@ -51,7 +56,8 @@ class WorkArea:
         for folder in sorted(self.dir.iterdir()):
             if folder.name.startswith(".") or not folder.is_dir():
                 continue
-            files = [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()]
+            files = [p for p in folder.iterdir()      # a claimed link or pipe too, never followed
+                     if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir())]
             if files:
                 found.append(files[0])
             else:                     # the original was filed just before a crash

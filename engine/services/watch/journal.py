@@ -11,6 +11,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.files import output_stem
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS jobs (
         token        TEXT PRIMARY KEY,      -- the claim: one per file taken from the inbox
@@ -100,7 +102,7 @@ class Journal:
         with self._transaction():
             row = self._get(token)
             if row is None:
-                stem = self._free_stem(Path(name).stem or "intake", taken)
+                stem = self._free_stem(output_stem(name), taken)
                 self.db.execute(
                     "INSERT INTO jobs (token, name, stem, sha256, ruleset, status, started) "
                     "VALUES (?, ?, ?, ?, ?, 'working', ?)",

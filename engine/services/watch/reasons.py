@@ -18,23 +18,23 @@ NOTES = {
         "footer": "Rule set {ruleset}.",
     },
     "zh-TW": {
-        "invalid": "無法為 {name} 報價:部分欄位需要修正。",
-        "failed": "無法為 {name} 報價:無法讀取為需求表。",
-        "ours": "無法為 {name} 報價,原因在計算規則或服務本身,而不是您的檔案。",
-        "list": "需要修正的地方(每行標明位置):",
-        "workbook": "同資料夾中的 {errors} 是您的活頁簿,已標出每個需要修正的儲存格。",
+        "invalid": "無法為 {name} 報價：部分欄位需要修正。",
+        "failed": "無法為 {name} 報價：無法讀取為需求表。",
+        "ours": "無法為 {name} 報價，原因在計算規則或服務本身，而不是您的檔案。",
+        "list": "需要修正的地方（每行標明位置）：",
+        "workbook": "同資料夾中的 {errors} 是您的活頁簿，已標出每個需要修正的儲存格。",
         "again": "修正後請重新放入 inbox 資料夾。",
-        "tell": "請通知 sizing 團隊。檔案保留在此;修復後可重新放入 inbox。",
+        "tell": "請通知 sizing 團隊。檔案保留在此；修復後可重新放入 inbox。",
         "footer": "規則集 {ruleset}。",
     },
     "zh-CN": {
-        "invalid": "无法为 {name} 报价:部分字段需要修正。",
-        "failed": "无法为 {name} 报价:无法读取为需求表。",
-        "ours": "无法为 {name} 报价,原因在计算规则或服务本身,而不是您的文件。",
-        "list": "需要修正的地方(每行标明位置):",
-        "workbook": "同文件夹中的 {errors} 是您的工作簿,已标出每个需要修正的单元格。",
+        "invalid": "无法为 {name} 报价：部分字段需要修正。",
+        "failed": "无法为 {name} 报价：无法读取为需求表。",
+        "ours": "无法为 {name} 报价，原因在计算规则或服务本身，而不是您的文件。",
+        "list": "需要修正的地方（每行标明位置）：",
+        "workbook": "同文件夹中的 {errors} 是您的工作簿，已标出每个需要修正的单元格。",
         "again": "修正后请重新放入 inbox 文件夹。",
-        "tell": "请通知 sizing 团队。文件保留在此;修复后可重新放入 inbox。",
+        "tell": "请通知 sizing 团队。文件保留在此；修复后可重新放入 inbox。",
         "footer": "规则集 {ruleset}。",
     },
 }
@@ -53,7 +53,8 @@ def reason_text(name: str, job) -> str:
     if errors:
         lines.append(notes["workbook"].format(errors=errors[0]))
     lines.append(notes["tell" if ours else "again"])
-    lines += ["", notes["footer"].format(ruleset=job.ruleset_version or "-")]
+    if job.ruleset_version:                # unknown when no rule set was loaded: said by nothing, not "-"
+        lines += ["", notes["footer"].format(ruleset=job.ruleset_version)]
     return "\n".join(lines) + "\n"
 
 

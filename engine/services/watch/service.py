@@ -22,8 +22,9 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from engine.files import write_atomic
+from engine.files import split_name, write_atomic
 from engine.job import FORMATS, warm_up
+from engine.problems import Problem
 from engine.services.health import Health, blocked_error, fault_text
 from engine.services.log import ServiceLog, first_line, iso_time, read_status, write_status
 from engine.services.rulekeeper import RuleKeeper, describe
@@ -31,7 +32,7 @@ from engine.services.sandbox import Limits, Quoting, Sandbox
 from engine.services.watch.claims import WorkArea, live_owners
 from engine.services.watch.journal import Entry, Journal, file_sha256
 from engine.services.watch.reasons import duplicate_text, reason_text
-from engine.services.watch.settle import SettleTracker, ignored_reason
+from engine.services.watch.settle import SettleTracker, ignored_reason, special_kind
 
 FOLDERS = ("inbox", "outbox", "archive", "failed", "work")
 JOURNAL, LOG, STATUS = ".sizing-journal.sqlite3", ".sizing-log.jsonl", "status.json"
@@ -40,6 +41,9 @@ RULES_BROKEN, DEGRADED = "RULES-BROKEN.txt", "SERVICE-DEGRADED.txt"   # notes be
 RESERVE, RESERVE_BYTES = ".sizing-reserve", 64 * 1024   # given up so a note fits on a full disk
 MAX_RETRY_PAUSE = 30.0     # longest wait between tries while the machine is at fault
 SLOW_SECONDS = 1.0         # a quote running longer than this no longer holds up the next file
+SPECIAL_NOTE = ("{name} is {kind}, not a file: the service does not follow links or open pipes and "
+                "devices (a link would make it read another file with its own rights). Drop the "
+                "workbook or YAML file itself.")
 MAX_RUNNING = 3            # quotes one watcher runs at once (each may use memory_limit_mb)
 # Errors of one inbox file when taking it (locked on a share, no permission): skipped, logged.
 FILE_ERRORS = (errno.EACCES, errno.EPERM, errno.EBUSY, errno.ETXTBSY)
@@ -317,9 +321,9 @@ class Service:
 
     def _wanted(self, path: Path) -> bool:
         """True for a file to take; anything else is logged once and left where it is."""
-        if not path.exists():
+        if not os.path.lexists(path):
             return False
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             self._note_once(path.name, f"{path.name}/ is a folder; only files in inbox/ are read")
             return False
         reason = ignored_reason(path.name)
@@ -341,9 +345,11 @@ class Service:
         token, name = claimed.parent.name, claimed.name
         started = time.perf_counter()
         try:
-            entry, earlier = self.journal.begin(token, name, file_sha256(claimed),
-                                                self.rules.current.version,
-                                                taken=self._taken_on_disk(Path(name).suffix))
+            special = special_kind(claimed)
+            # Such a file has no content of its own to compare: a token, which matches nothing.
+            entry, earlier = self.journal.begin(token, name, f"{special}: {token}" if special
+                                                else file_sha256(claimed), self.rules.current.version,
+                                                taken=self._taken_on_disk(split_name(name)[1]))
             if entry.done:               # answered just before a crash: only the filing is left
                 self._file_original(claimed, entry)
                 self._finished(entry, started)
@@ -352,6 +358,9 @@ class Service:
             shutil.rmtree(tmp, ignore_errors=True)     # a half-done attempt before a crash
             tmp.mkdir()
             ruleset = self.rules.current
+            if special:
+                self._refuse_special(claimed, entry, tmp, special, started)
+                return True
             outputs = self._copy_earlier(earlier, entry, tmp) if earlier else None
             if outputs is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -367,6 +376,15 @@ class Service:
             return True
         except Exception as e:  # noqa: BLE001 — a disk or journal error must not lose the file
             return self._trouble(claimed, e)
+
+    def _refuse_special(self, claimed: Path, entry: Entry, tmp: Path, kind: str, started: float) -> None:
+        """A link, pipe or device goes to failed/ as it is, with a note: never followed or opened."""
+        from engine.job import Job
+        self.log.event("refused", f"{entry.name} is {kind}; moved to failed/ without reading it",
+                       file=entry.name)
+        job = Job(source=claimed, outdir=tmp, status="failed", ruleset_version=self.rules.current.version)
+        job.problems.append(Problem("file.special", entry.name, SPECIAL_NOTE.format(name=entry.name, kind=kind)))
+        self._complete(_Running(claimed, entry, tmp, job.ruleset_version, started, None), job)
 
     def _collect(self) -> None:
         """Finish every quote that is done (or was stopped at a limit)."""
@@ -389,7 +407,7 @@ class Service:
         entry, tmp = running.entry, running.tmp
         target = "outbox" if job.ok else "failed"
         if not job.ok:
-            reason = tmp / f"{entry.stem}{Path(entry.name).suffix}.reason.txt"
+            reason = tmp / f"{entry.stem}{split_name(entry.name)[1]}.reason.txt"
             write_atomic(reason, reason_text(entry.name, job).encode("utf-8"))
             job.outputs.append(reason)
         self._remove_earlier_attempts(entry)
@@ -417,12 +435,12 @@ class Service:
     def _remove_earlier_attempts(self, entry: Entry) -> None:
         """Outputs an interrupted attempt at this very job left in outbox/ or failed/ (the
         stem is this job's alone), and a note from a give-up whose file was then redone."""
-        name, stem = Path(entry.name), entry.stem
+        (own, suffix), stem = split_name(entry.name), entry.stem
         # Named one by one: `a.*` would also take `a.b.quote.json`, another file's quote.
         stale = [self.dirs["outbox"] / f"{stem}{end}" for end in OUTBOX_ENDINGS]
         stale += [self.dirs["failed"] / f"{stem}.errors.xlsx",
-                  self.dirs["failed"] / f"{stem}{name.suffix}.reason.txt",
-                  self.dirs["failed"] / f"{name.stem}-{entry.token}{name.suffix}.reason.txt"]
+                  self.dirs["failed"] / f"{stem}{suffix}.reason.txt",
+                  self.dirs["failed"] / f"{own}-{entry.token}{suffix}.reason.txt"]
         for path in stale:
             path.unlink(missing_ok=True)
 
@@ -451,9 +469,9 @@ class Service:
 
     def _file_original(self, claimed: Path, entry: Entry) -> None:
         folder = self.dirs["archive" if entry.status in ("quoted", "duplicate") else "failed"]
-        suffix = Path(entry.name).suffix
+        suffix = split_name(entry.name)[1]
         dest = folder / f"{entry.stem}{suffix}"
-        if dest.exists():                 # put there by hand after the stem was chosen: keep both
+        if os.path.lexists(dest):         # put there by hand after the stem was chosen: keep both
             dest = folder / f"{entry.stem}-{entry.token}{suffix}"
         os.replace(claimed, dest)
         shutil.rmtree(claimed.parent, ignore_errors=True)
@@ -520,7 +538,8 @@ class Service:
         whole or not at all), or, if even that fails, stays in work/ until the next start."""
         name = claimed.name
         self.log.event("error", f"{name}: {type(error).__name__}: {error}", file=name)
-        dest = self.dirs["failed"] / f"{Path(name).stem}-{claimed.parent.name}{Path(name).suffix}"
+        stem, suffix = split_name(name)
+        dest = self.dirs["failed"] / f"{stem}-{claimed.parent.name}{suffix}"
         note = dest.parent / f"{dest.name}.reason.txt"
         try:
             write_atomic(note, (
@@ -589,7 +608,7 @@ def degraded_text(health: Health, root: Path) -> str:
 
 def _mtime(path: Path) -> float:
     try:
-        return path.stat().st_mtime
+        return path.lstat().st_mtime
     except OSError:
         return 0.0
 
@@ -606,10 +625,10 @@ def _wait_child(child: subprocess.Popen) -> None:
 def collect_status(root: Path, journal: Journal | None) -> dict:
     """What any watcher (or `--status`) can see of the whole folder, whoever is running."""
     inbox = root / "inbox"
-    waiting = sorted(e.name for e in os.scandir(inbox)
-                     if e.is_file() and not ignored_reason(e.name)) if inbox.is_dir() else []
+    waiting = sorted(e.name for e in os.scandir(inbox) if not e.is_dir(follow_symlinks=False)
+                     and not ignored_reason(e.name)) if inbox.is_dir() else []
     working = sorted(p.name for p in (root / "work").glob("*/*/*")
-                     if not p.name.startswith(".") and p.is_file())
+                     if not p.name.startswith(".") and (p.is_symlink() or not p.is_dir()))
     status = {"watchers": len(live_owners(root / "work")), "queue": len(waiting),
               "in_progress": working, "done": {}, "last_errors": []}
     if journal is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,10 @@ IGNORED = (
 )
 
 
+SPECIAL_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                 (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
 def ignored_reason(name: str) -> str | None:
     """Why a file name is not an intake to take (None if it should be taken)."""
     lowered = name.lower()
@@ -37,16 +42,30 @@ def ignored_reason(name: str) -> str | None:
 
 
 def signature(path: Path) -> tuple[int, int, int] | None:
-    """What must stay unchanged for a file to count as finished; None if it is gone."""
+    """What must stay unchanged for a file to count as finished; None if it is gone, or a folder.
+
+    Looked at, never followed or opened: a link, a named pipe or a device settles as itself,
+    so that the service can move it aside with a note (see `special_kind`)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    if not os.path.isfile(path):
+    if stat.S_ISDIR(st.st_mode):
         return None
     # The inode catches a file replaced by rename; size and mtime catch writes. `cp -p`
     # sets an old mtime at the end of the copy, which still counts as a change.
     return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def special_kind(path: Path) -> str | None:
+    """What `path` is when it is not a plain file ("a symbolic link", "a named pipe (FIFO)"…);
+    None for a plain file. Never follows or opens it: reading a link would read its target with
+    the service's rights, and opening a pipe waits for ever."""
+    mode = os.lstat(path).st_mode
+    for test, kind in SPECIAL_KINDS:
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a plain file"
 
 
 @dataclass
