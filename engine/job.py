@@ -135,6 +135,7 @@ def validate_intake(intake: Intake, ruleset) -> list[Problem]:
 def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Build the quote view of an evaluated job and write `<stem>.quote.<format>` for each format."""
     from engine.quote import view
+    from engine.quote.facility import build_facility
     from engine.quote.outputs import write_outputs
     ruleset = job.ruleset
     if ruleset is None:
@@ -143,6 +144,7 @@ def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     layout = job.results.plan.chosen if job.results.plan is not None else {}
     job.quote = view.build_quote(job.intake, job.results,
                                  view.scaling_grid(job.intake, job.results, ruleset, layout))
+    job.quote.facility = build_facility(job.quote, ruleset, layout)
     return write_outputs(job.quote, job.outdir, job.stem, formats)
 
 

@@ -162,7 +162,7 @@ def test_json_report_lists_every_figure(table):
     assert code == 0
     doc = json.loads(out)
     assert len(doc["cases"]) == len(table)
-    assert set(doc["groups"]) == {"training", "inference", "memory"}
+    assert set(doc["groups"]) == {"training", "inference", "memory", "facility"}
 
 
 def test_every_case_is_expressible_and_estimated(table, cases):

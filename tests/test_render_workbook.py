@@ -34,9 +34,9 @@ def rows(ws):
 def test_sheets_in_order_and_summary_first(tmp_path, grid_for):
     grid_for()
     _, wb, _, _ = quote(tmp_path)
-    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Audit", "Intake"]
+    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Facility & cost", "Audit", "Intake"]
     assert wb.active.title == "Summary"
-    assert [bool(ws.sheet_view.tabSelected) for ws in wb.worksheets] == [True] + [False] * 5
+    assert [bool(ws.sheet_view.tabSelected) for ws in wb.worksheets] == [True] + [False] * 6
 
 
 def test_summary_figures_equal_the_json(tmp_path, grid_for):
@@ -207,7 +207,7 @@ def test_workbook_intake_kept_as_filled(tmp_path, grid_for):
     intake = Intake(values=dict(TRAINING_INPUTS), origin=source, kind="xlsx", language="en",
                     sources={k: f"Intake!C{i}" for i, k in enumerate(TRAINING_INPUTS, 2)})
     _, wb, _, _ = quote(tmp_path, intake=intake)
-    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Audit", "Intake", "How to fill"]
+    assert wb.sheetnames == ["Summary", "Memory", "Scaling", "Alternatives", "Facility & cost", "Audit", "Intake", "How to fill"]
     ws = wb["Intake"]
     assert [ws.cell(row=r, column=3).value for r in range(2, 2 + len(TRAINING_INPUTS))] == \
         list(TRAINING_INPUTS.values())
@@ -220,8 +220,8 @@ def test_workbook_intake_kept_as_filled(tmp_path, grid_for):
 
 
 @pytest.mark.parametrize("lang, names, headline", [
-    ("zh-TW", ["摘要", "記憶體", "擴展性", "替代方案", "計算明細", "需求"], "約 19.2 天，使用 512 × H100 SXM5 80GB"),
-    ("zh-CN", ["摘要", "显存", "扩展性", "替代方案", "计算明细", "需求"], "约 19.2 天，使用 512 × H100 SXM5 80GB"),
+    ("zh-TW", ["摘要", "記憶體", "擴展性", "替代方案", "機房與成本", "計算明細", "需求"], "約 19.2 天，使用 512 × H100 SXM5 80GB"),
+    ("zh-CN", ["摘要", "显存", "扩展性", "替代方案", "机房与成本", "计算明细", "需求"], "约 19.2 天，使用 512 × H100 SXM5 80GB"),
 ])
 def test_workbook_in_the_intake_language(tmp_path, grid_for, lang, names, headline):
     grid_for()
@@ -229,7 +229,7 @@ def test_workbook_in_the_intake_language(tmp_path, grid_for, lang, names, headli
     assert wb.sheetnames == names
     values = [v for r in rows(wb[names[0]]) for v in r if v]
     assert headline in values
-    assert wb[names[4]]["C2"].value.startswith("繁：" if lang == "zh-TW" else "简：")
+    assert wb[names[5]]["C2"].value.startswith("繁：" if lang == "zh-TW" else "简：")
 
 
 def test_outputs_appear_whole_or_not_at_all(tmp_path, grid_for, monkeypatch):

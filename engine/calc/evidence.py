@@ -12,7 +12,7 @@ from engine.paths import PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
 DEFAULT_CASES = PUBLISHED_CASES
-GROUPS = ("training", "inference", "memory")
+GROUPS = ("training", "inference", "memory", "facility")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ def quote_document(quote: Quote) -> dict:
         **quote.results.to_json(quote.lang),
         "scaling": [{c.key: plain(c.values[i]) for c in quote.scaling}
                     for i in range(len(quote.scaling[0].values))] if quote.scaling else [],
+        **({"facility": quote.facility.to_json()} if quote.facility is not None else {}),
     }
 
 

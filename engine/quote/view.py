@@ -122,6 +122,7 @@ class Quote:
     alternatives: list = field(default_factory=list)    # options.Alternative, the request among them
     scaling: list[Column] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)   # the published runs this kind of estimate was checked against
+    facility: Any = None                                # engine.quote.facility.Facility, added by job.write_quote
 
     @property
     def lang(self) -> str:

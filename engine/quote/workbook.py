@@ -42,7 +42,9 @@ def workbook_bytes(quote: Quote) -> bytes:
                      if "!" in where}
     audit_title = _unique(wb, quote.m("sheets.audit"))
     sheets = (("summary", _summary), ("memory", _memory), ("scaling", _scaling),
-              ("alternatives", _alternatives), ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
+              ("alternatives", _alternatives),
+              *([("facility", quote.facility.write_sheet)] if quote.facility is not None else []),
+              ("audit", lambda ws, q: _audit(ws, q, inputs_at)))
     for index, (name, build) in enumerate(sheets):
         title = audit_title if name == "audit" else _unique(wb, quote.m(f"sheets.{name}"))
         build(wb.create_sheet(title, index), quote)
