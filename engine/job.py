@@ -136,6 +136,9 @@ def quote_results(intake: Intake, ruleset) -> Results:
                                             objective=str(intake.values.get("optimize_for") or "cost"))
     except Exception:  # noqa: BLE001 — the quote stands without its alternatives; the log says why
         log.exception("alternatives for %s could not be computed", intake.origin)
+    # before anything is written: every figure a customer reads is checked, or withheld with a reason
+    from engine.quote.guards import guard
+    guard(results, str(intake.values.get("workload") or ""))
     return results
 
 

@@ -31,7 +31,8 @@ PINT = {"%": "dimensionless", "fraction": "dimensionless", "×": "dimensionless"
         "GPUs": "dimensionless", "GPU-hours": "hour", "ms": "millisecond", "s": "second",
         "minutes": "minute", "hours": "hour", "days": "day", "currency": "currency",
         "USD/GPU-hour": "currency / hour", "per GPU-hour": "currency / hour",
-        "interruptions/GPU-hour": "1 / hour"}
+        "interruptions/GPU-hour": "1 / hour",
+        "currency/USD": "dimensionless"}
 # Units spelt like another one (GPU-hours are hours here): never the name a message gives.
 SYNONYMS = {"GPU-hours", "TOPS", "bytes/parameter", "per GPU-hour", "kW"}
 # Steps between units: a formula's factor off by one of these (either way) is a missed conversion.

@@ -57,8 +57,9 @@ def check_values(ruleset, found: Findings) -> None:
         for row in table.rows:
             _in_range(found, f"table `{table.name}` row {row.case()}", row.where, row.value, table.unit,
                       table.range or ranges.get(table.unit), row.accept, "table")
-        _neighbours(found, [(f"table `{table.name}` row {r.case()}", r.where, r.value, r.accept)
-                            for r in table.rows], table.unit)
+        if not table.range:      # a declared range says the rows are not of one size (exchange rates)
+            _neighbours(found, [(f"table `{table.name}` row {r.case()}", r.where, r.value, r.accept)
+                                for r in table.rows], table.unit)
     flagged = {p.where for p in found.errors if p.code == "value.fraction"}
     found.errors[:] = [p for p in found.errors if not (p.code == "value.neighbours" and p.where in flagged)]
     _catalog_neighbours(ruleset.catalogs, found)
