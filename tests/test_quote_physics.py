@@ -234,8 +234,9 @@ ONE_GPU = ONE_STREAM.replace("gpu_count: 4", "gpu_count: 1")
 
 def test_a_decode_faster_than_memory_allows_is_withheld_with_its_reason(tmp_path, home_copy, caplog):
     # reading weights at 5× the memory bandwidth: 16.06 GB ÷ (3,350 GB/s × 5) = 0.96 ms, plus 1.4 ms a
-    # step, under the 16.06 ÷ 3,350 = 4.8 ms that reading the weights once takes
-    broken = planted(home_copy, "inference.yaml", "bandwidth_share_16bit", "5")
+    # step, under the 16.06 ÷ 3,350 = 4.8 ms that reading the weights once takes (the share itself is
+    # planted: the shipped rule caps the stack-adjusted share at 1)
+    broken = planted(home_copy, "inference.yaml", "weight_read_share", "5")
     with caplog.at_level(logging.WARNING, logger="engine.quote.guards"):
         job, doc, html = quote(tmp_path, "one", ONE_GPU, broken)
     assert job.status == "quoted"

@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from engine.authoring.gate import consult
     from engine.paths import CATALOGS_DIR, RULES_DIR
+    from engine.problems import SizingError
 
     # Only a published rule set quotes: an edit the gate holds is said here, and the last set that passed quotes.
     publication = consult(RULES_DIR, CATALOGS_DIR)
