@@ -8,11 +8,11 @@ import os
 import select
 import sys
 
-from engine.commands import (HelpFormatter, explain, help_for, help_page, mail, quote, rules, sweep, template,
-                             validate, watch)
+from engine.commands import (HelpFormatter, calibrate, explain, help_for, help_page, mail, quote, rules, sweep,
+                             template, validate, watch)
 
 COMMANDS = (("template", template), ("quote", quote), ("explain", explain), ("watch", watch), ("mail", mail),
-            ("rules", rules), ("sweep", sweep), ("validate", validate))
+            ("rules", rules), ("sweep", sweep), ("validate", validate), ("calibrate", calibrate))
 EXAMPLES = (("sizing template", "a blank intake workbook to fill (intake.xlsx)"),
             ("sizing quote intake.xlsx -o quotes", "its quote: workbook, HTML page and JSON in quotes/"),
             ("sizing COMMAND --help", "what a command takes, its defaults and exit status"))

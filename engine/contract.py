@@ -21,6 +21,7 @@ INPUT_TYPES = {
     # inference
     "prompt_tokens": "number", "output_tokens": "number", "concurrency": "number",
     "requests_per_second": "number", "ttft_target_ms": "number", "tpot_target_ms": "number",
+    "serving_engine": "text",
     # hardware and commercial
     "gpu": "text", "gpu_count": "number", "gpus_per_node": "number", "utilization": "number",
     "scaling_efficiency": "number", "deadline_days": "number", "gpu_hour_price": "number",

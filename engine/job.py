@@ -17,6 +17,9 @@ from engine.problems import Problem, SizingError
 log = logging.getLogger(__name__)
 
 FORMATS = ("xlsx", "html", "json", "audit")   # engine.quote.outputs: the last is <stem>.audit.xlsx
+# The calibration this process applies (`sizing quote --calibration`, the services' `calibration`
+# setting): set once at start, inherited by the processes that quote.
+CALIBRATION: Any = None
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Job:
 
 
 def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None,
-            formats: tuple[str, ...] = FORMATS) -> Job:
+            formats: tuple[str, ...] = FORMATS, calibration=None) -> Job:
     """Quote one intake file. Never raises for bad input: the Job says what happened."""
     from engine.calc.ruleset import current_ruleset
 
@@ -71,6 +74,7 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
                 job.problems, job.status = problems, "invalid"
                 job.outputs = _write_errors(job)
             else:
+                calibrated(job.intake, calibration or CALIBRATION, ruleset)
                 job.results = quote_results(job.intake, ruleset)
                 job.status = "quoted"
                 job.outputs = write_quote(job, formats)
@@ -97,10 +101,31 @@ def run_job(source: Path, outdir: Path, *, ruleset=None, stem: str | None = None
     return job
 
 
+def calibrated(intake: Intake, calibration, ruleset) -> None:
+    """The customer's measurement (engine.calc.calibration) joins the intake's values where it applies."""
+    if calibration is not None:
+        from engine.calc.calibration import calibration_values
+        extra = calibration_values(intake.values, calibration, ruleset)
+        intake.values.update(extra)
+        intake.sources.update({k: f"{calibration.where} {k}" for k in extra})
+
+
+def _default_serving_engine(intake: Intake, ruleset) -> None:
+    """Serving speed depends on the software: a blank `serving_engine` takes the rules' default for
+    the GPU (rules/serving.yaml), filled in like a form default, so the quote names it as assumed."""
+    from engine.calc.evaluate import evaluate
+    if intake.values.get("serving_engine") in (None, ""):
+        shape = evaluate(intake.values, ruleset, only=["is_inference", "serving_engine_used"]).values
+        if shape.get("is_inference") and shape.get("serving_engine_used"):
+            intake.values["serving_engine"] = shape["serving_engine_used"]
+            intake.sources["serving_engine"] = "default"
+
+
 def quote_results(intake: Intake, ruleset) -> Results:
     """The intake evaluated with the planner's layout for its blanks, and the alternatives beside it."""
     from engine.calc.alternatives import alternatives
     from engine.calc.planner import planned
+    _default_serving_engine(intake, ruleset)
     results, plan = planned(intake, ruleset)
     results.plan = plan
     # The form's defaults for fields the intake left blank are assumptions, not inputs.
@@ -111,6 +136,9 @@ def quote_results(intake: Intake, ruleset) -> Results:
                                             objective=str(intake.values.get("optimize_for") or "cost"))
     except Exception:  # noqa: BLE001 — the quote stands without its alternatives; the log says why
         log.exception("alternatives for %s could not be computed", intake.origin)
+    # before anything is written: every figure a customer reads is checked, or withheld with a reason
+    from engine.quote.guards import guard
+    guard(results, str(intake.values.get("workload") or ""))
     return results
 
 

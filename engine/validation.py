@@ -10,7 +10,8 @@ import pandas as pd
 
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case
-from engine.calc.fitting import Coefficient, Rows, estimates, fit, informed_by, load_coefficients
+from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
+                                 load_coefficients)
 from engine.calc.planner import plan_layout
 from engine.intake.model import Intake
 from engine.job import validate_intake
@@ -49,7 +50,8 @@ def rows_of(cases: list[Case], ruleset) -> dict[str, Rows]:
 
 def shipped_coefficients(ruleset, coefficients: list[Coefficient]) -> dict[str, float]:
     """The values the rule files hold now."""
-    return {c.rule: float(ruleset.rules[c.rule].formula.text) for c in coefficients}
+    return {c.rule: float(cell if (cell := cell_value(ruleset, c.rule)) is not None
+                          else ruleset.rules[c.rule].formula.text) for c in coefficients}
 
 
 @dataclass
@@ -158,7 +160,7 @@ def cv_tables(cv: CrossValidation) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table("in_sample"), table("out_of_sample")
 
 
-def render_cv_text(cv: CrossValidation) -> str:
+def render_cv_text(cv: CrossValidation, ruleset=None) -> str:
     """Per figure and group, in-sample beside out-of-sample; per coefficient, what the fits chose."""
     ins, oos = cv_tables(cv)
     shown = ins[["case", "quantity", "source", "measured"]].assign(
@@ -175,7 +177,8 @@ def render_cv_text(cv: CrossValidation) -> str:
         folds = [f[rule] for f in cv.folds.values() if rule in f]
         fitted = f"{cv.fitted[rule]:.3g}" if len(sources) >= MIN_SOURCES else "default (too few sources)"
         spread = f"{min(folds):.3g}–{max(folds):.3g}" if folds else "—"
-        lines.append(f"{rule:28s} {shipped:<14.3g} {fitted:<23s} {spread:<26s} {len(sources)}")
+        lines.append(f"{describe(ruleset, rule) if ruleset else rule:28s} {shipped:<14.3g} {fitted:<23s} "
+                     f"{spread:<26s} {len(sources)}")
     return "\n".join(lines)
 
 
@@ -192,8 +195,42 @@ def check_limits(summary: dict, limits) -> list[str]:
 
 
 def band(table: pd.DataFrame, group: str) -> float:
-    """The uncertainty band of a group: 80th percentile of |error|, rounded up to 5%."""
+    """The uncertainty band of a group's figures: 80th percentile of |error|, rounded up to 5%."""
     errors = table[table["group"] == group]["error"].abs()
     return math.ceil(round(float(errors.quantile(0.8)) * 20, 6)) / 20
 
 
+
+
+EVIDENCE_MIN_FIGURES = 4     # a band rests on at least this many figures
+OUTSIDE_MARGIN = 0.10        # past all the evidence: the band of every figure, and this much more
+
+
+def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
+    """Each serving case's serving software and GPU family, as the bands are looked up by."""
+    out = {}
+    for case in cases:
+        if case.group == "inference":
+            got = evaluate(dict(case.intake), ruleset, only=["serving_engine_used", "gpu_family"]).values
+            out[case.id] = {"serving_engine_used": str(got["serving_engine_used"]), "gpu_family": str(got["gpu_family"])}
+    return out
+
+
+def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:
+    """Serving bands by the nearest evidence, most specific first: serving software and GPU family
+    together, then the software alone, then the family alone, wherever at least
+    EVIDENCE_MIN_FIGURES figures measured it; each the 80th percentile of their out-of-sample
+    |error| rounded up to 5% (`band`). Past all of them: the widest of those, and at least every
+    figure's band plus OUTSIDE_MARGIN."""
+    rows = oos[oos["group"] == "inference"].copy()
+    for column in ("serving_engine_used", "gpu_family"):
+        rows[column] = rows["case"].map(lambda c, col=column: keys[c][col])
+    out = []
+    for columns in (["serving_engine_used", "gpu_family"], ["serving_engine_used"], ["gpu_family"]):
+        for key, group in rows.groupby(columns):
+            if len(group) >= EVIDENCE_MIN_FIGURES:
+                out.append({"match": dict(zip(columns, key)), "band": band(group, "inference"),
+                            "figures": int(len(group)), "sources": int(group["source"].nunique())})
+    widest = max([band(rows, "inference") + OUTSIDE_MARGIN] + [r["band"] for r in out])
+    out.append({"match": {}, "band": round(widest, 6), "figures": 0, "sources": int(rows["source"].nunique())})
+    return out

@@ -29,7 +29,7 @@ PRETRAINING = SAMPLES_DIR / "llama-8b-pretraining-256xh100.zh-CN.yaml"
 def test_a_figure_by_its_key_or_its_label_in_any_language(said):
     code, out = sizing("explain", PRETRAINING, said)
     assert code == 0, out
-    assert re.match(r"总成本 \(cost_total\) = 112,965 USD", out), out.splitlines()[0]   # the intake's language
+    assert re.match(r"总成本 \(cost_total\) = [\d,.]+ [A-Z]{3}  \[rules/cost\.yaml:\d+\]", out), out.splitlines()[0]
 
 
 def test_an_intake_field_by_its_label():
@@ -44,14 +44,14 @@ def test_short_by_default_and_the_whole_tree_with_full():
     assert code == 0
     lines = short.splitlines()
     assert len(lines) <= 40, len(lines)
-    assert lines[1].strip() == "= if(workload == \"online-inference\", gpu_count * price_per_gpu_hour * 24 * service_days, " \
-                               "gpu_hours * price_per_gpu_hour)"
-    # the same formula with the values that flowed in: 45,368 GPU-hours × 2.49 USD = 112,965 USD
-    assert lines[2].strip() == "= if(\"pretraining\" == \"online-inference\", 256 * 2.49 * 24 * 30, 45,368 * 2.49)"
+    assert lines[1].strip().startswith("= if(workload == \"online-inference\", gpu_count * ")
+    # the same formula with the values that flowed in (256 GPUs, the GPU-hours and the price per GPU-hour)
+    assert lines[2].strip().startswith("= if(\"pretraining\" == \"online-inference\", 256 * ")
+    assert not re.search(r"[a-z]_[a-z]", lines[2]), lines[2]          # every name replaced by its value
     assert "[catalogs/gpus.yaml:" in short                      # the price's catalog line
     # the catalog entries the whole derivation read, one line each: the GPU's, the model's …
     assert "来自目录:" in short
-    assert re.search(r"^   gpus nvidia-h100-sxm5-80gb: .*price_usd_per_gpu_hour 2\.49.*\[catalogs/gpus\.yaml:\d+–\d+\]$",
+    assert re.search(r"^   gpus nvidia-h100-sxm5-80gb: .*price_usd_per_gpu_hour [\d.]+.*\[catalogs/gpus\.yaml:\d+–\d+\]$",
                      short, re.M), short
     assert re.search(r"^   models llama-3\.1-8b: .*layers 32", short, re.M)
     assert "来自需求表:" in short and "[llama-8b-pretraining-256xh100.zh-CN.yaml:15]" in short   # gpu_count's line

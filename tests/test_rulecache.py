@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.calc.examples import run_examples
+from engine.authoring.examples import run_examples
 from engine.calc.rulecache import MAGIC, _digest, cached_data, cached_ruleset
 from engine.calc.ruleset import load_ruleset
 from engine.job import run_job

@@ -142,20 +142,28 @@ def test_a_gpu_without_a_price_is_an_error_at_its_entry(home_copy):
     assert line_of(out, "entry `nvidia-h100-sxm5-80gb` lacks `price_usd_per_gpu_hour`") == f"catalogs/gpus.yaml:{entry}"
 
 
-def test_an_implausible_price_is_a_warning_with_the_range(home_copy):
+def test_an_implausible_price_is_an_error_and_a_warning_with_the_fix(home_copy):
     line = edit(home_copy, "catalogs/gpus.yaml", "    price_usd_per_gpu_hour: 2.49", "    price_usd_per_gpu_hour: 210")
     code, out = check(home_copy)
-    assert code == 0 and "1 warning above" in out
+    # far off the other Hopper datacenter prices (median 2): an error naming the slip ...
+    assert code == 1
+    assert line_of(out, "`price_usd_per_gpu_hour` of `nvidia-h100-sxm5-80gb` is 210 USD/GPU-hour, 105× its "
+                        "neighbours (median 2) — the decimal point two places off? Then write 2.1") \
+        == f"catalogs/gpus.yaml:{line}"
+    # ... and outside the declared range: a warning naming it
     assert line_of(out, "warning: `price_usd_per_gpu_hour` of `nvidia-h100-sxm5-80gb` is 210 USD/GPU-hour, "
                         "outside the plausible range 0.05–50 USD/GPU-hour") == f"catalogs/gpus.yaml:{line}"
 
 
-def test_terabytes_typed_into_a_gigabyte_field_are_warned_with_the_fix(home_copy):
+def test_terabytes_typed_into_a_gigabyte_field_are_caught_with_the_fix(home_copy):
     line = edit(home_copy, "catalogs/gpus.yaml", "    memory_bandwidth_gb_s: 3350", "    memory_bandwidth_gb_s: 3.35")
     code, out = check(home_copy)
-    assert code == 0
+    assert code == 1
     assert line_of(out, "is 3.35 GB/s, outside the plausible range 50–20,000 GB/s; check the figure. "
                         "If it is in TB/s, write 3,350") == f"catalogs/gpus.yaml:{line}"
+    # the other Hopper datacenter parts: median 3,900 GB/s, 1,164 times more
+    assert line_of(out, "is 3.35 GB/s, 1/1,164 of its neighbours (median 3,900) — a thousand times off") \
+        == f"catalogs/gpus.yaml:{line}"
 
 
 def test_every_unit_of_the_shipped_rules_is_in_the_list():
@@ -213,7 +221,7 @@ def test_diff_against_a_git_commit_reads_the_commit_not_the_work_tree(home_copy,
     subprocess.run([*git, "add", "rules", "catalogs"], check=True)
     subprocess.run([*git, "commit", "-qm", "shipped"], check=True)
     edit(repo, "rules/cost.yaml", "    formula: 30\n", "    formula: 31\n")
-    from engine.rules_diff import export_git_ref
+    from engine.authoring.diff import export_git_ref
     rules_dir, catalogs_dir = export_git_ref("HEAD", tmp_path / "export", home=repo)
     assert "    formula: 30\n" in (rules_dir / "cost.yaml").read_text(encoding="utf-8")
     assert (catalogs_dir / "gpus.yaml").is_file()

@@ -120,7 +120,7 @@ def test_each_table_slip_is_reported_at_its_line(tmp_path, old, new, words, line
 
 
 def test_a_changed_table_number_shows_in_the_diff(tmp_path):
-    from engine.rules_diff import edits
+    from engine.authoring.diff import edits
     before = load_ruleset(folder(tmp_path / "a") / "rules", tmp_path / "a" / "catalogs")
     after = load_ruleset(folder(tmp_path / "b", TABLE.replace("share: 0.51", "share: 0.55")) / "rules",
                          tmp_path / "b" / "catalogs")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,14 +9,16 @@ import numpy as np
 
 from engine.calc.evaluate import evaluate, evaluate_columns
 from engine.calc.planner import TRAINING, given_layout, plan_layout
-from engine.calc.targets import misses, objective_score
+from engine.calc.targets import fewer_gpus_first, misses, objective_score
 
 SHOWN = 5                   # alternatives besides the requested configuration
-TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "fits_in_memory", "memory_per_gpu_gb",
-                    "gpu_memory_gb", "meets_deadline")
+CHANGES = 2                 # of them at most this many at another precision, while like-for-like ones exist
+TRAINING_FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_currency", "fits_in_memory", "feasible",
+                    "memory_per_gpu_gb", "gpu_memory_gb", "memory_limit_gb", "meets_deadline")
 SERVING_FIGURES = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "cost_total", "cost_per_million_tokens",
-                   "fits_in_memory", "memory_per_gpu_gb", "gpu_memory_gb", "meets_latency_targets",
-                   "meets_throughput", "job_hours", "ttft_target_used", "tpot_target_used", "throughput_needed")
+                   "cost_currency", "fits_in_memory", "feasible", "memory_per_gpu_gb", "gpu_memory_gb",
+                   "memory_limit_gb", "meets_latency_targets", "meets_throughput", "job_hours", "ttft_target_used",
+                   "tpot_target_used", "throughput_needed")
 # A few layouts a competent team would try first: enough to tell a configuration that can work
 # from one that cannot, before the best few are planned in full.
 TRAINING_SKETCHES = ({"tensor_parallel": 1, "pipeline_parallel": 1, "zero_stage": 1},
@@ -53,6 +54,7 @@ class Option:
         keep = {k: v for k, v in self.figures.items() if k not in ("job_hours",)}
         return {"gpu": self.gpu, "gpu_name": self.extra.get("gpu_name", self.gpu), "gpu_count": self.gpu_count,
                 "precision": self.precision, "requested": self.requested, "meets_targets": self.meets_targets,
+                "precision_change": bool(self.extra.get("precision_change")),
                 **keep, "layout": dict(self.layout)}
 
 
@@ -63,36 +65,62 @@ def alternatives(values: dict, ruleset, *, requested_layout: dict, objective: st
     (or, where none does, come nearest), ranked by `objective` (cost, time or gpus)."""
     training = values.get("workload") in TRAINING
     gpu = ruleset.catalogs.resolve_gpu(values.get("gpu")) or values.get("gpu")
+    values = priced_for(values, gpu)
     requested = _option(values, ruleset, gpu, _count(values.get("gpu_count")),
                         values.get("precision"), requested_layout, training, requested=True)
     grid = candidate_grid(values, ruleset, gpus, counts, precisions)
     sketches = _sketches(values, training)
     best = _best_per_configuration(evaluate_configurations(values, ruleset, grid, sketches, training),
                                    values, training)
-    if counts is None and not any(r["ok"] for r in best):
-        # nothing near the request meets the targets: look further, up to 64 times the GPUs
+    asked_precision = requested.precision
+    if counts is None and not any(r["ok"] and r["precision"] == asked_precision for r in best):
+        # nothing near the request meets the targets at its own precision: look further, up to 64 times the GPUs
         grid["gpu_count"] = _beyond(max(_count(values.get("gpu_count")), 1))
         best += _best_per_configuration(evaluate_configurations(values, ruleset, grid, sketches, training),
                                         values, training)
     ranked = _rank(best, objective)
-    others, kinds = [], set()
+    # like-for-like (the precision asked for) first; another precision is a change the customer must make
+    groups: dict[bool, list[Option]] = {False: [], True: []}
+    kinds: dict[bool, set] = {False: set(), True: set()}
     asked = (requested.gpu, requested.gpu_count, requested.precision)
     for row in ranked:
-        if row["gpu"] in kinds or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
-            continue            # one line per GPU type (the requested type too, at another count or precision)
+        if len(groups[False]) >= shown - CHANGES and len(groups[True]) >= CHANGES:
+            break               # enough of both: planning a layout is the costly part
+        change = row["precision"] != requested.precision
+        if len(groups[change]) >= shown or row["gpu"] in kinds[change] \
+                or (row["gpu"], int(row["gpu_count"]), row["precision"]) == asked:
+            continue            # one line per GPU type and group (the requested type too, at another count
+            #                     or precision)
         scenario = {**values, "gpu": row["gpu"], "gpu_count": int(row["gpu_count"]),
                     "precision": row["precision"]}
         layout = plan_layout(scenario, ruleset).chosen     # the sketch found it; the planner lays it out
         option = _option(values, ruleset, row["gpu"], int(row["gpu_count"]), row["precision"], layout, training)
         if row["ok"] and not option.meets_targets:
             continue            # a sketch the planner's layout cannot keep (the batch does not divide): next
-        kinds.add(row["gpu"])
-        others.append(option)
-        if len(others) >= shown:
-            break
-    others.sort(key=lambda o: (not o.meets_targets, _score(o, objective) if o.meets_targets
-                               else o.extra["shortfall"], o.gpu_count))
-    return [requested] + others[:shown]
+        option.extra["precision_change"] = change
+        kinds[change].add(row["gpu"])
+        groups[change].append(option)
+    same, changed = (_settled(groups[c], objective) for c in (False, True))
+    count = min(len(changed), CHANGES if same else shown)
+    others = same[:shown - count]
+    others += changed[:shown - len(others)]
+    # what works first; among it like-for-like before a change of precision
+    others.sort(key=lambda o: (not o.meets_targets, o.extra["precision_change"] if o.meets_targets else 0))
+    return [requested] + others
+
+
+def _settled(options: list[Option], objective: str) -> list[Option]:
+    """Those that meet the targets best first (within a few percent, fewer GPUs first); then the nearest misses."""
+    meeting = [o for o in options if o.meets_targets]
+    order = fewer_gpus_first([_score(o, objective) for o in meeting], [o.gpu_count for o in meeting])
+    missing = sorted((o for o in options if not o.meets_targets), key=lambda o: (o.extra["shortfall"], o.gpu_count))
+    return [meeting[i] for i in order] + missing
+
+
+def priced_for(values: dict, gpu) -> dict:
+    """The intake with its typed price tied to its own GPU (rules/cost.yaml, price_gpu): other GPUs
+    tried beside it pay their catalog price in the intake's currency, never the typed one."""
+    return {**values, "price_gpu": gpu} if gpu else dict(values)
 
 
 def candidate_grid(values: dict, ruleset, gpus=None, counts=None, precisions=None) -> dict[str, list]:
@@ -162,18 +190,16 @@ def _best_per_configuration(table: dict[str, np.ndarray], values: dict, training
 
 
 def _rank(rows: list[dict], objective: str) -> list[dict]:
-    """Those that meet everything first, best by the objective (within 2% of each other, fewer GPUs
-    first: more GPUs often cost the same GPU-hours and only finish sooner); then the nearest misses."""
+    """Those that meet everything first, best by the objective (within a few percent of each other,
+    fewer GPUs first: more GPUs often cost the same GPU-hours and only finish sooner); then the nearest misses."""
     if not rows:
         return []
     scores = objective_score({k: [r.get(k, np.nan) for r in rows] for k in rows[0]}, objective)
-    def key(item):
-        r, value = item
-        if not r["ok"]:
-            return (True, r["shortfall"], r["gpu_count"], 0.0)
-        bucket = math.floor(math.log(value) / math.log(1.02)) if 0 < value < math.inf else value
-        return (False, bucket, r["gpu_count"], value)
-    return [r for r, _ in sorted(zip(rows, scores), key=key)]
+    meeting = [i for i, r in enumerate(rows) if r["ok"]]
+    order = fewer_gpus_first([scores[i] for i in meeting], [rows[i]["gpu_count"] for i in meeting])
+    missing = sorted((i for i, r in enumerate(rows) if not r["ok"]),
+                     key=lambda i: (rows[i]["shortfall"], rows[i]["gpu_count"]))
+    return [rows[meeting[j]] for j in order] + [rows[i] for i in missing]
 
 
 def _option(values, ruleset, gpu, count, precision, layout, training, requested=False) -> Option:

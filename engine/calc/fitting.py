@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +18,13 @@ FITTING_FILE = HOME / "validation" / "fitting.yaml"
 GRID_POINTS = 17          # values tried per coefficient and round
 ROUNDS = 3                # coordinate-descent passes over the coefficients
 OUTLIER = math.log(2)     # a figure more than 2× off counts as 2× off, so a few odd runs cannot steer a fit
+CELL = re.compile(r"^([A-Za-z_]\w*)\[(\d+)\]$")   # a table row as a coefficient: "stack_gemm[0]"
 
 
 @dataclass(frozen=True)
 class Coefficient:
-    """A rule whose formula is a number chosen from the published runs of one group."""
+    """A number chosen from the published runs of one group: a rule's formula, or one row of a
+    rule file's table (`rule` is then "table[row]", the row counted from 0)."""
 
     rule: str
     group: str
@@ -40,6 +43,7 @@ class Rows:
     source: list[str]
     case: list[str]
     columns: dict[str, np.ndarray] | None = None     # `values` stacked, one array per key
+    rows_used: dict[str, np.ndarray] = field(default_factory=dict)   # table → the row each figure reads
 
     def __post_init__(self):
         if self.columns is None:
@@ -52,7 +56,8 @@ class Rows:
         idx = np.flatnonzero(keep)
         return Rows([self.values[i] for i in idx], [self.quantity[i] for i in idx], self.measured[idx],
                     [self.source[i] for i in idx], [self.case[i] for i in idx],
-                    {k: c[idx] for k, c in self.columns.items()})
+                    {k: c[idx] for k, c in self.columns.items()},
+                    {t: used[idx] for t, used in self.rows_used.items()})
 
 
 def load_coefficients(ruleset, path: Path = FITTING_FILE) -> list[Coefficient]:
@@ -63,7 +68,12 @@ def load_coefficients(ruleset, path: Path = FITTING_FILE) -> list[Coefficient]:
         for index, item in enumerate(items or []):
             where = f"{path.name}:{line_of(items, index)}"
             rule, span = item.get("rule") if isinstance(item, dict) else None, (item or {}).get("range")
-            if rule not in ruleset.rules:
+            if isinstance(item, dict) and "table" in item:
+                rule, problem = _cell(ruleset, item.get("table"), item.get("when"), where)
+                if problem:
+                    problems.append(problem)
+                    continue
+            if rule not in ruleset.rules and not CELL.match(str(rule)):
                 problems.append(Problem("fit.rule", where, f"no rule called `{rule}` to fit.", fixer="rules"))
             elif not (isinstance(span, list) and len(span) == 2 and span[0] < span[1]):
                 problems.append(Problem("fit.range", where, "`range:` must be [low, high] with low < high.",
@@ -75,12 +85,85 @@ def load_coefficients(ruleset, path: Path = FITTING_FILE) -> list[Coefficient]:
     return out
 
 
+def _cell(ruleset, table, when, where: str) -> tuple[str | None, Problem | None]:
+    """`{table: name, when: {column: value, ...}}` → "name[row]": the row a case with those values reads."""
+    spec = ruleset.tables.get(table)
+    if spec is None:
+        return None, Problem("fit.table", where, f"no table called `{table}` to fit.", fixer="rules")
+    if not isinstance(when, dict) or set(when) - set(spec.columns):
+        return None, Problem("fit.table", where, f"`when:` must give values of the table's columns "
+                             f"({', '.join(spec.columns)}), e.g. {{{spec.columns[0]}: ...}}.", fixer="rules")
+    if _reader(ruleset, table) is None or not set(spec.columns) <= set(ruleset.rules) | set(ruleset.input_types):
+        return None, Problem("fit.table", where, f"table `{table}` can be fitted only when one rule's formula is "
+                             f"lookup(\"{table}\", ...) over rules named like its columns.", fixer="rules")
+    row = spec.find(tuple(when.get(c, "\0") for c in spec.columns))
+    if row is None:
+        return None, Problem("fit.table", where, f"no row of table `{table}` matches {when}.", fixer="rules")
+    return f"{table}[{spec.rows.index(row)}]", None
+
+
+def _reader(ruleset, table: str) -> str | None:
+    """The rule whose formula is the table's lookup (its value is what a fitted row replaces)."""
+    return next((r.name for r in ruleset.rules.values()
+                 if r.formula.text.replace(" ", "").startswith(f'lookup("{table}",')), None)
+
+
+def cell_value(ruleset, key: str) -> float | None:
+    """The number a table-row coefficient holds in the rule files; None for a plain rule."""
+    m = CELL.match(key)
+    return ruleset.tables[m.group(1)].rows[int(m.group(2))].value if m else None
+
+
+def describe(ruleset, key: str) -> str:
+    """A coefficient as the reader knows it: the rule, or "table (row's condition)"."""
+    m = CELL.match(key)
+    return f"{m.group(1)} ({ruleset.tables[m.group(1)].rows[int(m.group(2))].case()})" if m else key
+
+
+def _as_columns(rows: Rows, ruleset, overrides: dict[str, np.ndarray], count: int) -> dict[str, np.ndarray]:
+    """Overrides of table rows become the reading rule's column: each figure gets the value of the
+    row it reads, the overridden ones from the override."""
+    out, cells = {}, {}
+    for key, column in overrides.items():
+        m = CELL.match(key)
+        if m:
+            cells.setdefault(m.group(1), []).append((int(m.group(2)), column))
+        else:
+            out[key] = np.asarray(column, dtype=float)
+    for table, given in cells.items():
+        idx = np.tile(_rows_used(rows, ruleset, table), count // max(len(rows), 1))
+        spec = ruleset.tables[table]
+        column = np.array([spec.rows[i].value if i >= 0 else np.nan for i in idx], dtype=float)
+        for i, value in given:
+            column = np.where(idx == i, np.broadcast_to(np.asarray(value, dtype=float), count), column)
+        out[_reader(ruleset, table)] = column
+    return out
+
+
+def _rows_used(rows: Rows, ruleset, table: str) -> np.ndarray:
+    """The index of the table row each figure reads (-1: none)."""
+    if table not in rows.rows_used:
+        spec = ruleset.tables[table]
+        frame = evaluate_columns({}, ruleset, dict(rows.columns), len(rows),
+                                 only=[c for c in spec.columns if c in ruleset.rules])
+        keys = [np.broadcast_to(frame[c] if c in frame else rows.columns.get(c, np.full(len(rows), "")), len(rows))
+                for c in spec.columns]
+        found = [spec.find(tuple(_plain(k[i]) for k in keys)) for i in range(len(rows))]
+        rows.rows_used[table] = np.array([spec.rows.index(r) if r is not None else -1 for r in found])
+    return rows.rows_used[table]
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def estimates(rows: Rows, ruleset, overrides: dict[str, np.ndarray] | None = None,
               repeat: int = 1) -> np.ndarray:
-    """Each row's estimated quantity, the rows repeated `repeat` times with per-copy overrides."""
+    """Each row's estimated quantity, the rows repeated `repeat` times with per-copy overrides
+    (of rules, or of table rows named "table[row]")."""
     columns = {k: np.tile(c, repeat) for k, c in rows.columns.items()}
     count = len(rows) * repeat
-    for name, column in (overrides or {}).items():
+    for name, column in _as_columns(rows, ruleset, overrides or {}, count).items():
         columns[name] = np.asarray(column, dtype=float)
     wanted = sorted(set(rows.quantity))
     frame = evaluate_columns({}, ruleset, columns, count, only=wanted)

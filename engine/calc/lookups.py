@@ -142,22 +142,38 @@ class Lookups:
         return _per_id(optimizer, lambda o: self._number("optimizers", o, field), "number")
 
     def _peak(self, gpu: Any, precision: Any) -> tuple[float, str]:
-        """Dense peak for a precision, following the precision's fallback chain."""
+        """Dense peak for a precision: its own, else along the precision's fallback chain, else the
+        nearest the GPU has (same width first, then wider, then narrower: Gaudi 2 FP16 → BF16)."""
         entry = self._entry("gpus", gpu)
         if entry is None:
             return NAN, ""
         peaks = entry.get("dense_tflops") or {}
         rate = self._rate(precision)
-        seen, current = set(), rate
-        while current and current not in seen:
-            seen.add(current)
+        for current in self._nearest(rate):
             value = peaks.get(current)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                 if current != rate:
                     self._field("precisions", precision, "fallback")     # recorded: why another precision
                 return self._number("gpus", gpu, f"dense_tflops.{current}"), str(current)
-            current = (self.catalogs.precisions.get(current) or {}).get("fallback")
         return NAN, ""
+
+    def _nearest(self, precision: Any):
+        """The precision, its fallback chain, then every other precision by closeness in width
+        (sorted only when the chain has no rate the GPU lists)."""
+        table = self.catalogs.precisions
+        order, current = [], precision
+        while current and current not in order:
+            order.append(current)
+            yield current
+            current = (table.get(current) or {}).get("fallback")
+        width = (table.get(precision) or {}).get("bytes")
+        if not isinstance(width, (int, float)):
+            return
+
+        def distance(other: str) -> tuple:
+            size = (table.get(other) or {}).get("bytes") or 0
+            return (size != width, size < width, abs(size - width))
+        yield from sorted((p for p in table if p not in order), key=distance)
 
     def _rate(self, precision: Any) -> Any:
         """The tensor rate a format computes at: its own, or the one it names (NVFP4 and MXFP4 run at FP4's)."""

@@ -15,7 +15,7 @@ from engine.contract import INFERENCE_LAYOUT, TRAINING_LAYOUT
 TRAINING = ("pretraining", "fine-tuning")
 ONLINE = "online-inference"
 # What the candidates are judged by; the rule set computes them.
-TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb")
+TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memory_limit_gb")
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
                    "concurrency_used", "memory_concurrency", "meets_latency_targets")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq")
@@ -185,8 +185,16 @@ def _training_rows(options: dict, gpus: int, layers: int, batch: int) -> list[tu
 
 
 def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
-    """Fastest layout that fits; ties go to the simpler layout. Nothing fits: the leanest."""
+    """Fastest layout that fits with memory to spare (rules/capacity.yaml, memory_limit_gb), else the
+    fastest that fits; ties go to the simpler layout. Nothing fits: the leanest."""
     fits = np.asarray(frame["fits_in_memory"], dtype=bool)
+    if "memory_limit_gb" in frame:
+        roomy = fits & (np.asarray(frame["memory_per_gpu_gb"], dtype=float)
+                        <= np.asarray(frame["memory_limit_gb"], dtype=float))
+        if roomy.any():
+            lean = {k: v for k, v in frame.items() if k != "memory_limit_gb"}
+            order, _ = _rank_training({**lean, "fits_in_memory": roomy}, columns)
+            return order, fits
     time = np.asarray(frame["step_time_s"], dtype=float)
     time = np.where(np.isfinite(time), time, np.inf)
     complexity = (np.log2(columns["tensor_parallel"]) + np.log2(columns["pipeline_parallel"])

@@ -24,7 +24,7 @@ from engine.paths import CATALOGS_DIR, LANGUAGES, RULES_DIR
 from engine.problems import Problem, SizingError
 
 FILE_KEYS = {"group", "label", "order", "rules", "tables", "warnings", "examples", "about"}
-RULE_KEYS = {"name", "label", "unit", "when", "formula", "why"}
+RULE_KEYS = {"name", "label", "unit", "when", "formula", "why", "range", "accept"}
 WARNING_KEYS = {"code", "when", "message", "severity"}
 EXAMPLE_KEYS = {"name", "given", "expect", "tolerance"}
 NOT_RULE_FILES = {"intake.yaml"}      # the form, read by engine.form
@@ -43,6 +43,8 @@ class Rule:
     type: str = "number"        # number | text | bool
     formula_where: str = ""     # file:line of its `formula:` and `when:`, where their slips are reported
     when_where: str = ""
+    range: tuple[float, float] | None = None   # the plausible range its author declared, if any
+    accept: str = ""            # why a warning about it is acknowledged (`accept:` beside the value)
 
     @property
     def reads(self) -> frozenset[str]:
@@ -116,7 +118,7 @@ def load_ruleset(rules_dir: Path = RULES_DIR, catalogs_dir: Path = CATALOGS_DIR)
     if problems:
         raise SizingError(problems)
     return RuleSet(ordered, loader.warnings, loader.examples, catalogs, functions, input_types,
-                   loader.groups, _version(rules_dir, Path(catalogs_dir)), tables, lint)
+                   loader.groups, version_of(rules_dir, Path(catalogs_dir)), tables, lint)
 
 
 def _read_files(files: list[Path], problems: list[Problem]) -> list[tuple[Path, str, dict]]:
@@ -188,7 +190,8 @@ def _as_number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 100.0
 
 
-def _version(*dirs: Path) -> str:
+def version_of(*dirs: Path) -> str:
+    """The rule set's version: a hash of every rule and catalog file, so the same files are the same set."""
     digest = hashlib.sha256()
     for d in dirs:
         for p in sorted(d.glob("*.yaml")):
@@ -279,7 +282,19 @@ class _Loader:
             return
         self.rules[name] = Rule(name, group, _labels(item.get("label"), name), unit,
                                 formula, when, " ".join(str(item.get("why") or "").split()),
-                                f"{display}:{line}", formula_where=formula_where, when_where=when_where)
+                                f"{display}:{line}", formula_where=formula_where, when_where=when_where,
+                                range=self._range(item, display, name), accept=_accept(item, display, self))
+
+    def _range(self, item: dict, display: str, name: str) -> tuple[float, float] | None:
+        bounds = item.get("range")
+        if bounds is None:
+            return None
+        if isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds) \
+                and bounds[0] <= bounds[1]:
+            return float(bounds[0]), float(bounds[1])
+        self.problem("rules.range", f"{display}:{line_of(item, 'range')}",
+                     f"rule `{name}`: `range:` is [low, high], the plausible values, e.g. [0.3, 0.8].")
+        return None
 
     def _warning(self, item: Any, display: str, line: int) -> None:
         if not isinstance(item, dict) or "code" not in item or "when" not in item or "message" not in item:
@@ -300,6 +315,21 @@ class _Loader:
         self.examples.append(Example(str(item.get("name") or f"{display}:{line}"), plain(item["given"]),
                                      plain(item["expect"]), float(item.get("tolerance") or 1e-6),
                                      f"{display}:{line}"))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _accept(item: dict, display: str, loader: _Loader) -> str:
+    """The reason an author gave for a warning they acknowledge; it must say why, not just "ok"."""
+    reason = " ".join(str(item.get("accept") or "").split())
+    if "accept" in item and len(reason) < 8:
+        loader.problem("rules.accept", f"{display}:{line_of(item, 'accept')}",
+                       'write why the value is right: `accept: "list price for the Gulf region"`, '
+                       "so the reason travels with the edit.")
+        return ""
+    return reason
 
 
 def _labels(value: Any, fallback: str) -> dict[str, str]:

@@ -55,6 +55,7 @@ class FileSpec:
 @dataclass
 class Schema:
     units: dict[str, str] = field(default_factory=dict)            # unit → what it means
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # unit → plausible rule/table values
     files: dict[str, FileSpec] = field(default_factory=dict)       # "gpus.yaml" → its spec
 
     def catalog(self, list_key: str) -> FileSpec | None:
@@ -76,6 +77,17 @@ def load_schema(directory: Path) -> Schema:
                                 "it means, and `catalogs:` declaring each file's fields.", fixer="rules"))
         raise SizingError(problems)
     schema.units = {str(u): str(text or "") for u, text in units.items()}
+    ranges = doc.get("ranges") or {}
+    for unit, bounds in ranges.items() if isinstance(ranges, dict) else ():
+        where = f"{display}:{line_of(ranges, unit)}"
+        if str(unit) not in schema.units:
+            problems.append(Problem("schema.unit", where, unknown_unit(str(unit), schema.units), fixer="rules"))
+        elif not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds)
+                  and bounds[0] <= bounds[1]):
+            problems.append(Problem("schema.range", where, f"range of `{unit}` must be [low, high], e.g. [0, 1].",
+                                    fixer="rules"))
+        else:
+            schema.ranges[str(unit)] = (float(bounds[0]), float(bounds[1]))
     files = doc.get("catalogs")
     if not isinstance(files, dict):
         problems.append(Problem("schema.shape", f"{display}:{line_of(doc)}", "expected `catalogs:` mapping "
@@ -156,9 +168,16 @@ class EntryCheck:
         self.spec, self.display = spec, display
         self.errors: list[Problem] = []
         self.warnings: list[Problem] = []
+        self.accepted: dict[str, str] = {}
 
     def entry(self, entry: dict, line: int, name: str) -> None:
         """One entry (a mapping): unknown fields, missing required ones, types, choices and ranges."""
+        self.accepted = accepted(entry)
+        for path in self.accepted:
+            if path not in self.spec.fields:
+                self._error("catalog.accept", f"{self.display}:{line_of(entry, ACCEPT) or line}",
+                            f"`{ACCEPT}:` of `{name}` names `{path}`, which is not a field"
+                            f"{did_you_mean(path, self.spec.fields)}")
         self._mapping(entry, "", line, name)
 
     def _mapping(self, node: dict, parent: str, line: int, name: str) -> None:
@@ -170,7 +189,7 @@ class EntryCheck:
             where = f"{self.display}:{line_of(node, key) or line}"
             spec = declared.get(str(key))
             if spec is None:
-                if not parent and str(key) in self.spec.other_keys:
+                if not parent and (str(key) in self.spec.other_keys or str(key) == ACCEPT):
                     continue
                 self._error("catalog.unknown_field", where, f"`{path}` of `{name}` is not a field of "
                             f"{self.display}{did_you_mean(key, declared)} Fields are declared in "
@@ -233,6 +252,12 @@ class EntryCheck:
         if spec.low is None or spec.low <= value <= spec.high:
             return
         unit = f" {spec.unit}" if spec.unit else ""
+        if value == 0 and spec.low > 0:
+            # a blank-looking zero: a price of 0 quotes "Total cost 0 USD", a rate of 0 divides by zero
+            self._error("catalog.zero", where, f"`{spec.path}` of `{name}` is 0; it must be more than 0"
+                        f"{unit} (plausible: {_number(spec.low)}–{_number(spec.high)}{unit}). Leave it blank "
+                        "(null) if the figure is not published.")
+            return
         hint = ""
         if spec.unit.startswith("G") and spec.low <= value * 1000 <= spec.high:
             hint = f" If it is in T{spec.unit[1:]}, write {_number(value * 1000)} (1 T{spec.unit[1:]} = 1,000{unit})."
@@ -240,13 +265,32 @@ class EntryCheck:
             "catalog.range", where,
             f"`{spec.path}` of `{name}` is {_number(value)}{unit}, outside the plausible range "
             f"{_number(spec.low)}–{_number(spec.high)}{unit}; check the figure.{hint} If it is right, widen "
-            f"`range:` of `{spec.path}` in catalogs/{SCHEMA_FILE}.", fixer="rules"))
+            f"`range:` of `{spec.path}` in catalogs/{SCHEMA_FILE}, or say why beside it: "
+            f"`accept: {{{spec.path}: \"…why…\"}}`.", fixer="rules",
+            context=accepted_context(self.accepted.get(spec.path))))
 
     def _unit(self, spec: FieldSpec) -> str:
         return f" in {spec.unit}" if spec.unit else ""
 
     def _error(self, code: str, where: str, message: str) -> None:
         self.errors.append(Problem(code, where, message, fixer="rules"))
+
+
+ACCEPT = "accept"
+
+
+def accepted(entry: dict) -> dict[str, str]:
+    """An entry's `accept: {field: "why the unusual value is right"}`, by field path."""
+    found = entry.get(ACCEPT)
+    if not isinstance(found, dict):
+        return {}
+    return {str(path): " ".join(str(reason or "").split()) for path, reason in found.items()
+            if len(str(reason or "").strip()) >= 8}
+
+
+def accepted_context(reason: str | None) -> dict:
+    """A warning's context marking it acknowledged (the gate lets it through, `rules check` says why)."""
+    return {"accepted": reason} if reason else {}
 
 
 def _number(value: float) -> str:

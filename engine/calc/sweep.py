@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
+from engine.calc.alternatives import priced_for
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
 from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, model_copies,
                                  plan_outputs, rank_layouts)
-from engine.calc.targets import CRITERIA, misses, objective_score
+from engine.calc.targets import CRITERIA, fewer_gpus_first, misses, objective_score
 from engine.problems import Problem, SizingError
 
 if TYPE_CHECKING:
@@ -23,9 +24,9 @@ SHOWN = ["gpu_name", "gpu_count", "precision", "layout", "training_time_days", "
          "output_tokens_per_s", "memory_per_gpu_gb", "gpu_memory_gb", "cost_total", "cost_per_million_tokens",
          "bottleneck", "misses"]
 FIGURES = ("training_time_days", "job_hours", "cost_total", "cost_per_million_tokens", "memory_per_gpu_gb",
-           "gpu_memory_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets", "meets_throughput",
-           "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
-           "throughput_needed", "bottleneck", "gpu_name")
+           "gpu_memory_gb", "memory_limit_gb", "fits_in_memory", "meets_deadline", "meets_latency_targets",
+           "meets_throughput", "ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_target_used", "tpot_target_used",
+           "throughput_needed", "bottleneck", "gpu_name", "cost_currency")
 
 
 @dataclass
@@ -73,6 +74,7 @@ def planned_rows(intake, ruleset, grid: dict[str, list], *, outputs: Iterable[st
     The sweep ranks these rows; the quote's scaling table shows them — one path for both."""
     values = input_values(intake)
     workload = values.get("workload")
+    values = priced_for(values, ruleset.catalogs.resolve_gpu(values.get("gpu")) or values.get("gpu"))
     gpus = [ruleset.catalogs.resolve_gpu(g) or g for g in (grid.get("gpu") or [values.get("gpu")])]
     counts = [int(c) for c in (grid.get("gpu_count") or [values.get("gpu_count")])]
     precisions = list(grid.get("precision") or [values.get("precision")])
@@ -131,9 +133,13 @@ def _ranked(table: pd.DataFrame, values: dict, objective: str) -> pd.DataFrame:
     table["misses"] = [", ".join(c for c in CRITERIA if failed[c][i]) for i in range(len(table))]
     table["qualifies"] = table["misses"] == ""
     table["shortfall"] = worst
-    table["_score"] = np.where(table["qualifies"], objective_score(table, objective), table["shortfall"])
-    table = table.sort_values(["qualifies", "_score", "gpu_count"], ascending=[False, True, True], kind="stable")
-    return table.drop(columns="_score").reset_index(drop=True)
+    scores = objective_score(table, objective)
+    qualifying = np.flatnonzero(table["qualifies"].to_numpy())
+    # qualifying rows by the objective, within a few percent fewer GPUs first (as the alternatives)
+    settled = qualifying[fewer_gpus_first(scores[qualifying], table["gpu_count"].to_numpy()[qualifying])] \
+        if len(qualifying) else qualifying
+    rest = table[~table["qualifies"]].sort_values(["shortfall", "gpu_count"], kind="stable").index.to_numpy()
+    return table.loc[list(settled) + list(rest)].reset_index(drop=True)
 
 
 def describe_layout(layout: dict) -> str:

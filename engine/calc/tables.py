@@ -10,8 +10,9 @@ from engine.calc.schema import did_you_mean, unknown_unit
 from engine.calc.yamlfile import line_of, plain
 from engine.problems import Problem
 
-TABLE_KEYS = {"name", "label", "columns", "value", "unit", "rows", "about"}
+TABLE_KEYS = {"name", "label", "columns", "value", "unit", "rows", "about", "range"}
 EVIDENCE = "evidence"
+ACCEPT = "accept"          # a row's acknowledged warning: why its value is right though unusual
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w.])")
 
@@ -22,6 +23,7 @@ class Row:
     value: Any
     evidence: str
     where: str                       # file:line of the row
+    accept: str = ""                 # why a warning about its value is acknowledged
 
     def matches(self, values: tuple, columns: tuple[str, ...]) -> bool:
         return all(col not in self.match or _same(value, self.match[col]) for col, value in zip(columns, values))
@@ -40,6 +42,7 @@ class Table:
     unit: str
     rows: tuple[Row, ...]
     where: str
+    range: tuple[float, float] | None = None     # the plausible values its author declared, if any
 
     def find(self, values: tuple) -> Row | None:
         """The first row (top to bottom) whose columns all match; None when none does."""
@@ -93,7 +96,7 @@ def load_table(item: Any, display: str, line: int, units: dict[str, str]) -> tup
     if not isinstance(rows, list) or not rows:
         problem("tables.shape", line_of(item, "rows") or line, f"table `{name}` needs `rows:`, one per case.")
         return None, problems
-    allowed = {*columns, value, EVIDENCE}
+    allowed = {*columns, value, EVIDENCE, ACCEPT}
     built, catch_all = [], None
     for index, row in enumerate(rows):
         at = line_of(rows, index)
@@ -129,10 +132,16 @@ def load_table(item: Any, display: str, line: int, units: dict[str, str]) -> tup
                     f"{catch_all} matches every case; move it above that row.")
         if not match:
             catch_all = at
-        built.append(Row(match, float(number), evidence, f"{display}:{at}"))
+        built.append(Row(match, float(number), evidence, f"{display}:{at}", " ".join(str(row.get(ACCEPT) or "").split())))
     if problems:
         return None, problems
-    return Table(name, tuple(columns), value, unit, tuple(built), f"{display}:{line}"), problems
+    bounds = item.get("range")
+    if bounds is not None and not (isinstance(bounds, list) and len(bounds) == 2
+                                   and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)):
+        problem("tables.shape", line_of(item, "range"), f"table `{name}`: `range:` is [low, high], e.g. [0.1, 0.6].")
+        return None, problems
+    return Table(name, tuple(columns), value, unit, tuple(built), f"{display}:{line}",
+                 (float(bounds[0]), float(bounds[1])) if bounds else None), problems
 
 
 def why_problems(why: str, tables: dict[str, Table], read: set[str], where: str,

@@ -23,8 +23,13 @@ def shortfalls(table: Mapping, values: dict) -> dict[str, np.ndarray]:
     with np.errstate(all="ignore"):
         divides = np.asarray(table["divides"], dtype=bool) if "divides" in table else np.ones(n, dtype=bool)
         out["layout"] = np.where(divides, 1.0, np.inf)
-        ratio = _column(table, "memory_per_gpu_gb") / _column(table, "gpu_memory_gb")
-        fits = np.asarray(table["fits_in_memory"], dtype=bool) if "fits_in_memory" in table else ratio <= 1
+        # a proposal keeps memory headroom (rules/capacity.yaml, memory_limit_gb) where the rules give it
+        if "memory_limit_gb" in table:
+            ratio = _column(table, "memory_per_gpu_gb") / _column(table, "memory_limit_gb")
+            fits = ratio <= 1
+        else:
+            ratio = _column(table, "memory_per_gpu_gb") / _column(table, "gpu_memory_gb")
+            fits = np.asarray(table["fits_in_memory"], dtype=bool) if "fits_in_memory" in table else ratio <= 1
         # a row that does not fit misses by at least a hair, even where rounding puts the ratio at 1
         out["memory"] = np.where(fits, 1.0, np.maximum(np.nan_to_num(ratio, nan=np.inf), 1.0 + 1e-6))
         deadline = positive(values.get("deadline_days"))
@@ -60,6 +65,34 @@ def objective_score(table, objective: str) -> np.ndarray:
     if not np.isfinite(cost).any():
         cost = _column(table, "cost_per_million_tokens")
     return np.where(np.isfinite(cost), cost, np.inf)
+
+
+TIE_SHARE = 0.03           # scores within 3% of each other are a tie, settled toward fewer GPUs
+
+
+def fewer_gpus_first(scores, gpu_counts, tie: float = TIE_SHARE) -> list[int]:
+    """Indexes best score first, except that among scores within `tie` of the best left, the
+    fewest GPUs go first: eight GPUs for 1% less than one is not worth proposing."""
+    key = np.asarray(scores, dtype=float)
+    key = np.where(np.isfinite(key), key, np.inf)
+    counts = np.asarray(gpu_counts, dtype=float)
+    ranked = np.lexsort((counts, key))                 # by score, then by GPUs
+    key, counts = key[ranked], counts[ranked]
+    left = np.ones(len(ranked), dtype=bool)
+    order, head = [], 0
+    while head < len(ranked):
+        best = key[head]
+        if not np.isfinite(best):
+            order += ranked[head:][left[head:]].tolist()
+            break
+        end = int(np.searchsorted(key, best + abs(best) * tie, side="right"))
+        near = np.where(left[head:end], counts[head:end], np.inf)      # the near ties still left
+        pick = head + int(np.argmin(near))
+        left[pick] = False
+        order.append(int(ranked[pick]))
+        while head < len(ranked) and not left[head]:
+            head += 1
+    return order
 
 
 def _rows(table: Mapping) -> int:

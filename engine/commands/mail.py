@@ -25,4 +25,24 @@ def run(args) -> int:
     from engine.services.mail.service import print_status, run_service
     if args.status:
         return print_status(args.config)
+    if (code := _use_calibration(args.config)) is not None:
+        return code
     return run_service(args.config, once=args.once)
+
+
+def _use_calibration(config_file) -> int | None:
+    """The `[service] calibration` file, read before the service starts (a bad one stops it, exit 2);
+    the quoting workers inherit it. A config that does not load is left to the service to report."""
+    import engine.job
+    from engine.calc.calibration import load_calibration
+    from engine.problems import SizingError, report
+    from engine.services.mail.config import load_config
+    try:
+        path = load_config(config_file).calibration
+    except (SizingError, OSError):
+        return None
+    try:
+        engine.job.CALIBRATION = load_calibration(path) if path else None
+    except SizingError as e:
+        return report(e)
+    return None

@@ -12,10 +12,13 @@ from engine.commands import limits
 HELP = "quote intake files (.xlsx, .yaml, .json)"
 EXAMPLES = (("sizing quote intake.xlsx", "intake.quote.xlsx, .quote.html and .quote.json in this folder"),
             ("sizing quote a.xlsx b.yaml -o quotes", "several at once, into quotes/"),
-            ("sizing quote case.yaml --json | jq .results", "the result document on stdout"))
+            ("sizing quote case.yaml --json | jq .results", "the result document on stdout"),
+            ("sizing quote case.yaml --calibration calibration.yaml", "speeds corrected by your measurement"))
 EXIT = ("0 every intake quoted; 2 an intake is invalid or unreadable, or past the time or memory limit "
         "(each problem on stderr as cell-or-key: message, and DIR/<stem>.errors.xlsx beside a workbook); "
-        "1 the rule files are broken.")
+        "1 no published rule set: the rule files are broken or their edit is held by the publication gate and "
+        "none passed it before (an edit held while an earlier set was published is said on stderr, and that "
+        "set quotes).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,19 +28,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for <stem>.quote.xlsx, .quote.html and .quote.json (default: this folder)")
     parser.add_argument("--json", action="store_true",
                         help="also print the result document as JSON on stdout (a list for several inputs)")
+    parser.add_argument("--calibration", type=Path, metavar="FILE",
+                        help="a file written by `sizing calibrate`: its factors apply to intakes on the GPU, "
+                             "software and precision it was measured on")
     limits.add_arguments(parser)
 
 
 def run(args) -> int:
-    from engine.calc.ruleset import current_ruleset
+    from engine.authoring.gate import consult
+    from engine.paths import CATALOGS_DIR, RULES_DIR
     from engine.problems import SizingError
 
-    try:
-        ruleset = current_ruleset()
-    except SizingError as e:
-        for p in e.problems:
-            print(p, file=sys.stderr)
+    # Only a published rule set quotes: an edit the gate holds is said here, and the last set that passed quotes.
+    publication = consult(RULES_DIR, CATALOGS_DIR)
+    if publication.held:
+        print(publication.note(RULES_DIR), file=sys.stderr)
+    ruleset = publication.ruleset
+    if ruleset is None:
         return 1
+    if args.calibration:
+        import engine.job
+        from engine.calc.calibration import load_calibration
+        try:          # read once here; each input's own process inherits it
+            engine.job.CALIBRATION = load_calibration(args.calibration)
+        except SizingError as e:
+            for p in e.problems:
+                print(p, file=sys.stderr)
+            return 2
     args.outdir.mkdir(parents=True, exist_ok=True)
     code, documents = 0, []
     box = limits.sandbox(args)

@@ -69,7 +69,9 @@ def sweep_one(ruleset, args) -> int:
         return 2
     m = messages(intake.language)
     training = intake.values.get("workload") in ("pretraining", "fine-tuning")
-    currency = str(intake.values.get("currency") or "USD") if intake.values.get("gpu_hour_price") else "USD"
+    # every GPU's cost in one currency: the typed price's, and catalog prices converted (rules/cost.yaml)
+    table = result.table
+    currency = str(table["cost_currency"].iloc[0]) if "cost_currency" in table and len(table) else "USD"
     if args.csv:
         write_atomic(args.csv, csv_bytes(result))
     if args.output:

@@ -61,7 +61,7 @@ def run(args) -> int:
                                               "sources": sorted(cv.informed.get(r, ()))} for r in cv.shipped}}
         print(json.dumps(document, indent=2, default=float))
     else:
-        print(render_cv_text(cv) if args.cv else render_text(table, summary))
+        print(render_cv_text(cv, current_ruleset()) if args.cv else render_text(table, summary))
         for f in failures:
             print(f"FAIL: {f}")
     return 1 if failures else 0

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         if isinstance(default, bool):
             parser.add_argument(flag, action="store_true", default=None, help=text)
+        elif name == "calibration":
+            parser.add_argument(flag, type=Path, default=None, metavar="FILE", help=text)
         elif name.endswith("_dir"):
             parser.add_argument(flag, type=Path, default=None, metavar="DIR", help=text)
         else:
@@ -40,6 +42,8 @@ def run(args) -> int:
         settings = resolve_settings(args)
     except SizingError as e:
         return report(e)
+    import engine.job
+    engine.job.CALIBRATION = settings["calibration"]     # inherited by the quoting workers
     from engine.services.watch.service import Service, print_status
     if args.status:
         return print_status(Path(args.dir))

@@ -87,7 +87,7 @@ def _row(m: Messages, option, requested, currency: str, training: bool, deadline
     f, name = option.figures, option.extra.get("gpu_name", option.gpu)
     configuration = m("alternatives.configuration", count=m.number(option.gpu_count), gpu=name,
                       precision=m.input_value("precision", option.precision))
-    shown = [(cost_label or m("alternatives.cost"), m.value(f.get("cost_total"), currency))]
+    shown = [(cost_label or m("alternatives.cost"), m.value(f.get("cost_total"), f.get("cost_currency") or currency))]
     if training:
         shown.insert(0, (m("alternatives.time"), m.value(*m.duration(f.get("training_time_days"), "days"))))
     else:
@@ -105,10 +105,20 @@ def _row(m: Messages, option, requested, currency: str, training: bool, deadline
         words.append(m("alternatives.misses_targets"))
     elif not training:
         words.append(m("alternatives.meets_targets"))
-    if not option.requested:
+    if option.extra.get("precision_change"):
+        asked, to = (m.input_value("precision", p) for p in (requested.precision, option.precision))
+        words.append(m("choice.precision_change", asked=asked, to=to))
+    if not option.requested and _comparable(f, requested.figures):
         words += _against(m, f, requested.figures, training)
     note = m("alternatives.joiner").join(words)
     return Alternative(configuration, shown, note, option.requested, option.meets_targets, option.to_json())
+
+
+def _comparable(mine: dict, theirs: dict) -> bool:
+    """Only against a request that runs, priced in the same currency: never "900% dearer" than a
+    setup that cannot load the model, nor CNY against USD."""
+    return theirs.get("fits_in_memory") is not False and \
+        (mine.get("cost_currency") or "USD") == (theirs.get("cost_currency") or "USD")
 
 
 def _against(m: Messages, mine: dict, theirs: dict, training: bool) -> list[str]:

@@ -28,7 +28,7 @@ SECTIONS = (
       "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
       "max_concurrency")),
     ("compute", ("gpu", "gpu_count", "utilization"),
-     ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "training_flops",
+     ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "goodput_used", "training_flops",
       "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
       "training_time_hours_at_default", "gpu_hours")),
     ("bandwidth", (), ("arithmetic_intensity", "ridge_point", "attainable_tflops_per_gpu", "bound")),
@@ -43,8 +43,11 @@ KEY_FIGURES = ("training_time_days", "training_time_hours", "training_time_hours
                "gpu_hours", "cost_total", "ttft_ms",
                "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_latency_targets",
                "cost_per_million_tokens", "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory",
-               "min_gpus_for_memory", "gpus_for_deadline", "effective_tflops_total", "bottleneck")
-MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb")
+               "min_gpus_for_memory", "gpus_for_deadline", "training_flops", "effective_tflops_total",
+               "goodput_used", "bottleneck")
+# What memory_per_gpu_gb adds up (rules/capacity.yaml), every part named, so the parts sum to it.
+MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb", "zero3_gather_gb",
+                "framework_overhead_gb")
 # Defaults that shape the figures, in the order the Assumptions list them when the intake left
 # them out (any other default the form filled in follows).
 ASSUMED = ("gpu_count", "utilization", "scaling_efficiency", "precision", "weight_precision",
@@ -58,7 +61,7 @@ SCALING_KEYS = ("training_time_days", "training_time_hours", "gpu_hours", "outpu
                 "fits_in_memory")
 # Units the quote needs where a rule leaves its unit blank: shares read as percent,
 # money in the quote's currency.
-FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency"}
+FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency", "goodput_used"}
 MONEY = {"cost_total", "cost_per_million_tokens", "gpu_hour_price", "price_per_gpu_hour"}
 NAMED_BY = {"model": "model_name", "gpu": "gpu_name"}   # catalog ids give way to their names
 MAX_SCALING_GPUS = 65536
@@ -182,13 +185,16 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         m=m, customer=str(inputs.get("customer", "")), project=str(inputs.get("project", "")),
         generated_at=datetime.now().astimezone().replace(microsecond=0),
         ruleset=results.ruleset,
-        headline=_headline(m, values, gpu, count), verdicts=_verdicts(m, values),
+        headline=_feasibility_headline(m, values, inputs, gpu, count) or _headline(m, values, gpu, count),
+        verdicts=_instead(m, values, results.alternatives,
+                          _cost_label(m, {**values, "cost_total": 0}, inputs, "alternatives.cost_per_period"))
+        + _verdicts(m, values),
         key_figures=[hardware] + [result(k) for k in KEY_FIGURES if k in values
                                   and k != _slower_time_unit(values)],
         sections=sections,
-        warnings=[n.text(m.lang) for n in results.warnings],
+        warnings=[n.text(m.lang) for n in results.warnings] + _money_notes(m, results, inputs, gpu),
         assumptions=_assumptions(m, inputs, entered, values, given),
-        memory=[result(k) for k in MEMORY_PARTS if k in values],
+        memory=[result(k) for k in MEMORY_PARTS if k in values and values[k] != 0],
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         scaling_note=_scaling_note(m, grid),
@@ -335,6 +341,69 @@ def _headline(m: Messages, v: dict, gpu: str, count: Any) -> str:
             return m("headline.latency", tokens=tokens, ttft=m.number(v["ttft_ms"]), **hw)
         return m("headline.throughput", tokens=tokens, **hw)
     return m("headline.hardware", **hw)
+
+
+def _feasibility_headline(m: Messages, v: dict, inputs: dict, gpu: str, count: Any) -> str:
+    """One sentence for a configuration that cannot work as asked (rules/verdict.yaml, feasible); "" otherwise."""
+    if v.get("feasible") is not False:
+        return ""
+    hw = {"count": m.number(count), "gpu": gpu}
+    if v.get("fits_in_memory") is False and finite(v.get("memory_per_gpu_gb")):
+        return m("feasibility.headline_memory", need=m.number(v["memory_per_gpu_gb"]),
+                 have=m.number(v.get("gpu_memory_gb")), **hw)
+    if v.get("holds_a_request") is False:
+        return m("feasibility.headline_request", **hw)
+    missed = []
+    days, hours = inputs.get("deadline_days"), v.get("job_hours")
+    if finite(days) and finite(hours) and hours > days * 24:
+        missed.append(m("feasibility.missed_deadline", days=m.number(days)))
+    if v.get("meets_latency_targets") is False:
+        missed.append(m("feasibility.missed_latency"))
+    if v.get("meets_throughput") is False:
+        missed.append(m("feasibility.missed_throughput"))
+    return m("feasibility.headline_targets", missed=m("alternatives.joiner").join(missed) or "—", **hw)
+
+
+def _instead(m: Messages, v: dict, options: list, cost_label: str = "") -> list[str]:
+    """Where the request cannot work: the cheapest configuration that does (at the precision asked
+    for where one does), first of the verdicts."""
+    if v.get("feasible") is not False:
+        return []
+    working = [o for o in options or [] if not o.requested and o.meets_targets and finite(o.figures.get("cost_total"))]
+    if not working:
+        return [m("feasibility.none_works")] if options else []
+    # like-for-like where one works: a change of precision is the customer's to make
+    same = [o for o in working if not o.extra.get("precision_change")]
+    best = min(same or working, key=lambda o: o.figures["cost_total"])
+    f = best.figures
+    configuration = m("alternatives.configuration", count=m.number(best.gpu_count),
+                      gpu=best.extra.get("gpu_name", best.gpu), precision=m.input_value("precision", best.precision))
+    cost = m.value(f["cost_total"], str(f.get("cost_currency") or "USD"))
+    shown = [m("feasibility.cost", label=cost_label, value=cost) if cost_label else cost]
+    if finite(f.get("training_time_days")):
+        shown.insert(0, m.value(f["training_time_days"], "days"))
+    elif finite(f.get("output_tokens_per_s")):
+        shown.insert(0, m.value(f["output_tokens_per_s"], "tokens/s"))
+    return [m("feasibility.instead", configuration=configuration, figures=m("alternatives.joiner").join(shown))]
+
+
+def _money_notes(m: Messages, results: Results, inputs: dict, gpu: str) -> list[str]:
+    """Whose price each GPU is charged at: the typed price for the typed GPU only, the others their
+    catalog price converted at the dated rate the rules hold (rules/cost.yaml, usd_rate)."""
+    v, out = results.values, []
+    currency = str(inputs.get("currency") or "USD")
+    if v.get("typed_price_applies") is True and results.alternatives:
+        out.append(m("money.typed_price", price=m.value(inputs.get("gpu_hour_price"), currency), gpu=gpu))
+    if currency == "USD":
+        return out
+    rate = v.get("usd_rate")
+    step = results.step("usd_rate")
+    source = next((s.note for s in (step.sources if step else ()) if s.note), "")
+    if finite(rate) and (results.alternatives or v.get("typed_price_applies") is not True):
+        out.append(m("money.converted", rate=m.number(rate), currency=currency, source=source))
+    elif not finite(rate) and v.get("typed_price_applies") is True and results.alternatives:
+        out.append(m("money.in_usd", currency=currency))
+    return out
 
 
 def _verdicts(m: Messages, v: dict) -> list[str]:

@@ -82,6 +82,8 @@ KEYS: dict[tuple[str, str], tuple[type | tuple, object, str]] = {
     ("service", "work_dir"): (str, "", "where attachments are quoted (default: a private temp folder)"),
     ("service", "status_file"): (str, "mail-status.json", "what the service is doing, for people and "
                                  "monitoring (relative to this file)"),
+    ("service", "calibration"): (str, "", "a file written by `sizing calibrate`, applied to every quote "
+                                 "it matches (relative to this file)"),
 }
 
 
@@ -131,6 +133,7 @@ class MailConfig:
     oauth2: OAuthConfig | None = None
     reviewer: str = ""
     review_hours: float = 24
+    calibration: Path | None = None
 
 
 def load_config(path: Path, environ: dict | None = None, secrets: bool = True) -> MailConfig:
@@ -327,7 +330,8 @@ def _build(path: Path, v: dict) -> MailConfig:
         time_limit_seconds=float(v["policy", "time_limit_seconds"]),
         memory_limit_mb=float(v["policy", "memory_limit_mb"]), oauth2=oauth2,
         reviewer=v["policy", "reviewer"] or v["smtp", "from"],
-        review_hours=float(v["policy", "review_hours"]))
+        review_hours=float(v["policy", "review_hours"]),
+        calibration=beside_config(v["service", "calibration"]) if v["service", "calibration"] else None)
 
 
 def _unknown(section: str, key: str) -> str:

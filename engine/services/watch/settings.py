@@ -25,6 +25,7 @@ SETTINGS = {
                               "failed/ and its process is replaced"),
     "rules_dir": (None, "rule folder to load and watch (default: the product's rules/)"),
     "catalogs_dir": (None, "catalog folder to load and watch (default: the product's catalogs/)"),
+    "calibration": (None, "a file written by `sizing calibrate`, applied to every quote it matches"),
 }
 
 
@@ -44,6 +45,9 @@ def resolve_settings(args) -> dict:
         raise SizingError(problems)
     settings["rules_dir"] = Path(settings["rules_dir"] or RULES_DIR).resolve()
     settings["catalogs_dir"] = Path(settings["catalogs_dir"] or CATALOGS_DIR).resolve()
+    if settings["calibration"]:              # read now: a bad file stops the start, not every quote
+        from engine.calc.calibration import load_calibration
+        settings["calibration"] = load_calibration(Path(settings["calibration"]))
     return settings
 
 
@@ -67,7 +71,7 @@ def read_config(path: Path) -> dict:
                                     fixer="developer"))
             continue
         default = SETTINGS[key][0]
-        if key.endswith("_dir"):
+        if key.endswith("_dir") or key == "calibration":
             settings[key] = (path.parent / str(value)).resolve()
         elif isinstance(default, bool) != isinstance(value, bool) or not isinstance(value, (int, float)):
             kind = "true or false" if isinstance(default, bool) else "a number"

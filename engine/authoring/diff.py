@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.calc.evaluate import evaluate, friendly_number
+from engine.calc.evaluate import friendly_number
 from engine.calc.evidence import GROUPS, load_cases
-from engine.job import validate_intake
+from engine.job import quote_results, validate_intake
 from engine.paths import PUBLISHED_CASES, RULES_DIR, SAMPLES_DIR
 from engine.problems import Problem, SizingError
 from engine.quote.view import KEY_FIGURES
@@ -23,6 +23,9 @@ from engine.validation import compare, summarise
 HEADLINE = tuple(dict.fromkeys(("training_time_days", "gpu_hours", "cost_total", "ttft_ms", "tpot_ms",
                                 "output_tokens_per_s", *KEY_FIGURES)))
 SHOWN_CASES = 8          # validation figures listed one by one, the most moved first
+# An alternative's figures shown when they move (the rest of its figures follow from these).
+ALTERNATIVE_FIGURES = ("cost_total", "training_time_days", "output_tokens_per_s", "ttft_ms", "tpot_ms",
+                       "memory_per_gpu_gb", "gpus_needed")
 
 
 @dataclass
@@ -48,7 +51,14 @@ class SampleDiff:
     others: list[str] = field(default_factory=list)       # other results that moved (their names)
     warnings_added: list[str] = field(default_factory=list)
     warnings_gone: list[str] = field(default_factory=list)
+    plan: list[Moved] = field(default_factory=list)        # the planner's choices that moved
+    alternatives: list[str] = field(default_factory=list)  # what moved among the alternatives, in words
     problem: str = ""                                      # when one side could not quote it
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.headline or self.others or self.warnings_added or self.warnings_gone or self.plan
+                    or self.alternatives)
 
 
 @dataclass
@@ -156,7 +166,7 @@ def _sample(path: Path, before, after) -> SampleDiff:
     except SizingError as e:
         out.problem = "; ".join(str(p) for p in e.problems[:3])
         return out
-    (old_values, old_warnings), (new_values, new_warnings) = old, new
+    (old_values, old_warnings, old_plan, old_options), (new_values, new_warnings, new_plan, new_options) = old, new
     currency = new_values.get("cost_currency") or "USD"
     units = {name: currency if rule.unit == "currency" else rule.unit for name, rule in after.rules.items()}
     for key in dict.fromkeys([*old_values, *new_values]):
@@ -170,23 +180,51 @@ def _sample(path: Path, before, after) -> SampleDiff:
     out.headline.sort(key=lambda m: HEADLINE.index(m.key))
     out.warnings_added = sorted(set(new_warnings) - set(old_warnings))
     out.warnings_gone = sorted(set(old_warnings) - set(new_warnings))
+    out.plan = [Moved(key, old_plan.get(key), new_plan.get(key)) for key in dict.fromkeys([*old_plan, *new_plan])
+                if not _same(old_plan.get(key), new_plan.get(key))]
+    out.alternatives = _alternatives(old_options, new_options, after)
     return out
 
 
-def _quoted(path: Path, ruleset) -> tuple[dict, list[str]]:
+def _alternatives(old: list[tuple], new: list[tuple], ruleset) -> list[str]:
+    """What moved among a quote's alternatives: added, gone, reordered, and figures of those on both sides."""
+    def name(key: tuple) -> str:
+        gpu, count, precision = key
+        return f"{count} × {ruleset.catalogs.name_of(gpu) or gpu} {ruleset.catalogs.name_of(precision) or precision}"
+    before, after = dict(old), dict(new)
+    def figure(figures: dict) -> str:
+        shown = next((f for f in ALTERNATIVE_FIGURES if _number(figures.get(f))), None)
+        return f" ({shown} {_show(figures[shown])})" if shown else ""
+    lines = [f"alternative added: {name(k)}{figure(after[k])}" for k in after if k not in before]
+    lines += [f"alternative gone: {name(k)}" for k in before if k not in after]
+    kept_before, kept_after = [k for k in before if k in after], [k for k in after if k in before]
+    if kept_before != kept_after:
+        lines.append("alternatives reordered: " + ", ".join(name(k) for k in kept_after))
+    for key in kept_after:
+        for figure in ALTERNATIVE_FIGURES:
+            a, b = before[key].get(figure), after[key].get(figure)
+            if not _same(a, b):
+                change = f" ({b / a - 1:+.1%})" if _number(a) and _number(b) and a else ""
+                lines.append(f"alternative {name(key)}: {figure} {_show(a)} → {_show(b)}{change}")
+    return lines
+
+
+def _quoted(path: Path, ruleset) -> tuple[dict, list[str], dict, list[tuple]]:
     return _quote_cached(str(path), _stamp(path), ruleset.version, _Keep(ruleset, None))
 
 
 @functools.lru_cache(maxsize=64)
-def _quote_cached(path: str, stamp: tuple, version: str, keep: _Keep) -> tuple[dict, list[str]]:
+def _quote_cached(path: str, stamp: tuple, version: str, keep: _Keep) -> tuple[dict, list[str], dict, list[tuple]]:
     intake = _read(path, stamp)
     intake = dataclasses.replace(intake, values=dict(intake.values), sources=dict(intake.sources),
                                  raw=dict(intake.raw), book=None)     # each side validates its own copy
     problems = validate_intake(intake, keep.ruleset)
     if problems:
         raise SizingError(problems)
-    results = evaluate(intake, keep.ruleset)
-    return results.values, [n.code for n in results.warnings]
+    results = quote_results(intake, keep.ruleset)      # as a quote has them: the planner's layout, the alternatives
+    options = [((o.gpu, o.gpu_count, o.precision), o.figures) for o in results.alternatives or []]
+    plan = dict(results.plan.chosen) if results.plan is not None else {}
+    return results.values, [n.code for n in results.warnings], plan, options
 
 
 @functools.lru_cache(maxsize=32)
@@ -295,13 +333,13 @@ def render(report: Report, before_label: str, after_label: str) -> str:
     lines = [f"Comparing {after_label} with {before_label}.", ""]
     lines.append("What the files say differently:" if report.edits else "The rules and catalogs say the same.")
     lines += [f"  {e}" for e in report.edits]
-    lines += ["", "Samples — headline figures, before → after:"]
+    lines += ["", "Samples — headline figures, the planner's layout and the alternatives, before → after:"]
     width = max([len(m.key) for s in report.samples for m in s.headline] or [10])
     for s in report.samples:
         if s.problem:
             lines.append(f"  {s.name}: not quoted with one of the versions: {s.problem}")
             continue
-        if not (s.headline or s.others or s.warnings_added or s.warnings_gone):
+        if s.unchanged:
             lines.append(f"  {s.name}: unchanged")
             continue
         lines.append(f"  {s.name}:")
@@ -312,6 +350,9 @@ def render(report: Report, before_label: str, after_label: str) -> str:
         if s.others:
             shown = ", ".join(s.others[:6]) + (f" and {len(s.others) - 6} more" if len(s.others) > 6 else "")
             lines.append(f"    {len(s.others)} other result{'s' * (len(s.others) != 1)} moved: {shown}")
+        for m in s.plan:
+            lines.append(f"    layout {m.key}: {_show(m.before)} → {_show(m.after)}")
+        lines += [f"    {line}" for line in s.alternatives]
         for code in s.warnings_added:
             lines.append(f"    new warning: {code}")
         for code in s.warnings_gone:
