@@ -124,9 +124,7 @@ def _default_serving_engine(intake: Intake, ruleset) -> None:
 def quote_results(intake: Intake, ruleset) -> Results:
     """The intake evaluated with the planner's layout for its blanks, and the alternatives beside it."""
     from engine.calc.alternatives import alternatives
-    from engine.calc.planner import planned
-    _default_serving_engine(intake, ruleset)
-    results, plan = planned(intake, ruleset)
+    results, plan = planned_results(intake, ruleset)
     results.plan = plan
     # The form's defaults for fields the intake left blank are assumptions, not inputs.
     defaults = {k for k, where in intake.sources.items() if where == "default"}
@@ -140,6 +138,14 @@ def quote_results(intake: Intake, ruleset) -> Results:
     from engine.quote.guards import guard
     guard(results, str(intake.values.get("workload") or ""))
     return results
+
+
+def planned_results(intake: Intake, ruleset):
+    """(Results, Plan) of the configuration quoted: the serving software's default filled in, the
+    planner's layout for the blanks. The quote and `sizing explain` both evaluate through here."""
+    from engine.calc.planner import planned
+    _default_serving_engine(intake, ruleset)
+    return planned(intake, ruleset)
 
 
 def read_checked(source: Path, ruleset) -> Intake:

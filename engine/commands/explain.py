@@ -51,15 +51,14 @@ def run(args) -> int:
 def explain_one(ruleset, args) -> int:
     """The derivation printed; its exit status."""
     from engine.calc.explain import count_steps, explain, render, render_short
-    from engine.calc.planner import planned
-    from engine.job import read_checked
+    from engine.job import planned_results, read_checked
     from engine.problems import SizingError
     from engine.quote.messages import messages
     key = args.key
     try:
         intake = read_checked(args.input, ruleset)
-        # the quote's own path: the planner's layout for the blanks, then the rules (engine.job.quote_results)
-        results, _ = planned(intake, ruleset)
+        # the quote's own path: the serving default and the planner's layout, then the rules
+        results, _ = planned_results(intake, ruleset)
     except SizingError as e:
         for p in e.problems:
             print(p, file=sys.stderr)
