@@ -159,3 +159,14 @@ def test_the_matcher_can_fail():
         check_output("cost_total  14,342 → 17,222 USD  (+20.1%)", ["cost_total  1 → 2 USD  (+20.2%)"], "x", "t")
     with pytest.raises(AssertionError):
         check_output("b\na", ["a", "b"], "x", "t")          # in order
+
+
+def test_the_guide_names_every_4_bit_format_the_catalog_has():
+    """Issue 23: the guide covers FP4 and the block-scaled formats; a format added without a word there fails."""
+    from engine.calc.catalogs import load_catalogs
+    text = GUIDE.read_text(encoding="utf-8").split("## FP4 and the other 4-bit formats", 1)[1].split("\n## ", 1)[0]
+    precisions = load_catalogs(ROOT / "catalogs").precisions
+    four_bit = [pid for pid, entry in precisions.items() if entry.get("bytes") == 0.5]
+    assert {"fp4", "nvfp4", "mxfp4", "awq"} <= set(four_bit)
+    for pid in four_bit:
+        assert f"`{pid}`" in text, pid
