@@ -27,11 +27,10 @@ def test_document_has_inputs_results_warnings_and_ruleset(tmp_path, grid_for):
     assert doc["headline"] == "≈ 19.2 days on 512 × H100 SXM5 80GB"
     assert datetime.fromisoformat(doc["generated_at"]).tzinfo is not None
     assert doc["warnings"][0]["code"] == "utilization.high"
+    # 1 GPU cannot hold the model: its row gives no time, speedup or cost (nothing quoted as if it ran)
     assert doc["scaling"][0] == {"gpu_count": 1, "layout": "ZeRO stage 1, Micro-batch size 1",
-                                 "training_time_days": doc["scaling"][0]["training_time_days"], "speedup": 1,
-                                 "scaling_efficiency": 1,
-                                 "gpu_hours": doc["scaling"][0]["gpu_hours"],
-                                 "cost_total": doc["scaling"][0]["cost_total"],
+                                 "training_time_days": None, "speedup": None,
+                                 "scaling_efficiency": 1, "gpu_hours": None, "cost_total": None,
                                  "fits_in_memory": False}
 
 

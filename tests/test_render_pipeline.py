@@ -75,6 +75,11 @@ def test_the_scaling_table_gives_what_sweep_gives_at_every_count(tmp_path, name)
         row = by_count[count]
         for k in (key, "cost_total"):
             if k in table and k in row:
+                if table["fits_in_memory"][i] is False:
+                    # a count that cannot hold the model: the sweep ranks it as a memory miss, the table
+                    # shows no time or cost for it (nothing quoted as if it ran)
+                    assert table[k][i] is None and "memory" in row["misses"], (count, k)
+                    continue
                 assert table[k][i] == pytest.approx(row[k], rel=1e-6), (count, k)
     quoted = counts.index(job.results.inputs["gpu_count"])
     assert table[key][quoted] == pytest.approx(job.results.values[key], rel=1e-9)

@@ -130,7 +130,8 @@ def test_scaling_sheet_table_and_line_chart(tmp_path, grid_for):
     assert [row["gpu_count"] for row in doc["scaling"]] == counts
     assert ws["B6"].value == "Tensor parallel 8, ZeRO stage 1, Micro-batch size 1"   # each count names its layout
     assert ws["C11"].value == pytest.approx(doc["scaling"][9]["training_time_days"])
-    assert ws["D2"].value == pytest.approx(1.0) and ws["D2"].number_format == '0.00"×"'
+    # 1 GPU cannot hold the model: no time or speedup on its row (nothing quoted as if it ran)
+    assert ws["C2"].value == "—" and ws["D2"].value == "—" and ws["D6"].number_format == '0.00"×"'
     assert ws["F6"].value == pytest.approx(0.9) and ws["F6"].number_format == "0.0%"
     assert ws["I2"].value == "No" and ws["I6"].value == "Yes"
     assert ws["A11"].fill.fgColor.rgb.endswith("E8F1FB")          # the quoted row stands out

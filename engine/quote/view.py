@@ -486,6 +486,9 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
     # only what applies to this workload (the grid has a column for every rule)
     keys = [k for k in SCALING_KEYS if k in grid and k in values and k != _slower_time_unit(values)]
     columns = [Column("gpu_count", m("columns.gpus"), "", counts)]
+    # a count that cannot hold the model does not run: its row says so, with no time, speed or cost
+    runs = [plain(f) is not False and plain(f) != 0 for f in list(grid["fits_in_memory"])] \
+        if "fits_in_memory" in grid else [True] * len(counts)
     if "layout_values" in grid:
         columns.append(Column("layout", m("columns.layout"), "",
                               [_layout_text(m, layout) if isinstance(layout, dict) else ""
@@ -496,10 +499,12 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
         if key == "cost_total" and cost_label:
             label = cost_label
         cells = [plain(v) for v in list(grid[key])]
+        shown = cells if key == "fits_in_memory" else [c if ok else None for c, ok in zip(cells, runs)]
         columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
-                              cells))
+                              shown))
         if key in ("training_time_days", "training_time_hours", "output_tokens_per_s"):
-            columns += _speedup(m, key, counts, cells)
+            columns += [Column(c.key, c.label, c.unit, [v if ok else None for v, ok in zip(c.values, runs)])
+                        for c in _speedup(m, key, counts, cells)]
             if "scaling_efficiency" in grid and "scaling_efficiency" in values:
                 step = steps.get("scaling_efficiency")
                 columns.append(Column("scaling_efficiency",
