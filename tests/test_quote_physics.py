@@ -299,7 +299,9 @@ def test_a_few_hour_job_loses_almost_nothing_and_its_time_reconciles(tmp_path, r
 def test_the_memory_parts_add_up_to_the_memory_per_gpu(tmp_path, ruleset, text):
     job, doc, _ = quote(tmp_path, "m", text, ruleset, formats=("json",))
     parts = sum(f.value for f in job.quote.memory)
-    assert parts == pytest.approx(doc["results"]["memory_per_gpu_gb"], rel=1e-9)
+    # as the quote shows them: in the GB the GPU's name counts (÷ 1.073741824 from the results' 10⁹ bytes)
+    assert parts == pytest.approx(job.quote.figure("memory_per_gpu_gb").value, rel=1e-9)
+    assert parts == pytest.approx(doc["results"]["memory_per_gpu_gb"] / 1.073741824, rel=1e-9)
 
 
 @pytest.mark.parametrize("gpu, precision, words", [
