@@ -89,6 +89,13 @@ def number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def assert_same_figures(shown: dict, quoted: dict, keys: tuple[str, ...], intake: dict) -> None:
+    """Each of `keys` that the quote gives is the same number where `shown` (a table row) gives it too."""
+    for key in keys:
+        if key in shown and number(quoted.get(key)):
+            assert shown[key] == pytest.approx(quoted[key], rel=1e-9), (key, shown[key], quoted[key], intake)
+
+
 @SETTINGS
 @given(intake=intakes())
 def test_every_figure_a_customer_reads_is_a_real_number_or_withheld(intake):
@@ -160,9 +167,8 @@ def test_the_scaling_row_at_the_quoted_count_is_the_headline(intake):
     columns = {c.key: c.values for c in job.quote.scaling}
     assume(columns)
     row = columns["gpu_count"].index(intake["gpu_count"])
-    for key in ("training_time_hours", "training_time_days", "output_tokens_per_s", "cost_total"):
-        if key in columns and number(v.get(key)):
-            assert columns[key][row] == pytest.approx(v[key], rel=1e-9), (key, intake)
+    assert_same_figures({k: cells[row] for k, cells in columns.items()}, v,
+                        ("training_time_hours", "training_time_days", "output_tokens_per_s", "cost_total"), intake)
 
 
 @SETTINGS
@@ -175,10 +181,8 @@ def test_the_sweep_row_of_the_quoted_configuration_is_the_quote(intake):
     grid = {"gpu": [intake["gpu"]], "gpu_count": [intake["gpu_count"]], "precision": [intake["precision"]]}
     table = sweep(job.intake, current_ruleset(), grid).table
     assume(len(table))          # a precision the GPU lacks is left out of a sweep
-    row = table.iloc[0]
-    for key in ("training_time_days", "output_tokens_per_s", "cost_total", "memory_per_gpu_gb"):
-        if key in row and number(v.get(key)):
-            assert row[key] == pytest.approx(v[key], rel=1e-9), (key, row[key], v[key], intake)
+    assert_same_figures(table.iloc[0].to_dict(), v,
+                        ("training_time_days", "output_tokens_per_s", "cost_total", "memory_per_gpu_gb"), intake)
 
 
 @SETTINGS
