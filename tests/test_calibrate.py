@@ -237,3 +237,31 @@ def test_a_measurement_the_rules_cannot_reach_is_said_not_written(tmp_path):
     proc = sizing("calibrate", "--intake", SERVING, "--result", bad, "-o", tmp_path / "c.yaml")
     assert proc.returncode == 2 and "output_tokens_per_s: the rules cannot reach the measured" in proc.stderr
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_explain_derives_the_calibrated_figure_with_the_measurement_among_its_inputs(tmp_path, vllm_calibration):
+    """`sizing explain --calibration` walks the calibrated quote's path, not the plain one."""
+    intake = tmp_path / "poc.yaml"
+    intake.write_text(serving_intake(concurrency=1, prompt=256), encoding="utf-8")
+    calibrated = quote(tmp_path, serving_intake(concurrency=1, prompt=256), "--calibration", vllm_calibration)
+    plain = quote(tmp_path, serving_intake(concurrency=1, prompt=256))
+    shown = sizing("explain", intake, "tpot_ms", "--calibration", vllm_calibration)
+    without = sizing("explain", intake, "tpot_ms")
+    assert shown.returncode == 0 and without.returncode == 0, shown.stderr + without.stderr
+    # the first line states the figure as the quote does; the two quotes differ by the calibration
+    # (test above: (plain − kv − fixed) ÷ speed + kv + fixed), so the two explanations must too
+    assert calibrated["results"]["tpot_ms"] != pytest.approx(plain["results"]["tpot_ms"], rel=0.01)
+    def stated(proc):          # "Time per output token (tpot_ms) = 9.58 ms  [rules/inference.yaml:229]"
+        return float(re.search(r"= ([\d.,]+) ms", proc.stdout.splitlines()[0])[1].replace(",", ""))
+    assert stated(shown) == pytest.approx(calibrated["results"]["tpot_ms"], rel=0.006)   # three digits shown
+    assert stated(without) == pytest.approx(plain["results"]["tpot_ms"], rel=0.006)
+    assert "calibration_speed" in shown.stdout and "calibration_speed" not in without.stdout
+
+
+def test_explain_names_a_calibration_file_it_cannot_read(tmp_path):
+    intake = tmp_path / "poc.yaml"
+    intake.write_text(serving_intake(), encoding="utf-8")
+    broken = tmp_path / "calibration.yaml"
+    broken.write_text("factors: [1, 2\n", encoding="utf-8")
+    proc = sizing("explain", intake, "tpot_ms", "--calibration", broken)
+    assert proc.returncode == 2 and "calibration.yaml" in proc.stderr, proc.stderr

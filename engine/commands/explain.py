@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.commands import limits
+from engine.commands.quote import add_calibration_argument, apply_calibration
 
 HELP = "show how one figure was derived: its formula with values, the inputs and catalog lines it rests on"
 EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time_hours",
@@ -14,7 +15,9 @@ EXAMPLES = (("sizing explain samples/seed002-bert-base-8xv100.xlsx training_time
             ('sizing explain samples/llama-8b-pretraining-256xh100.zh-CN.yaml "总成本"',
              "a figure by its label, in any of the three languages"),
             ("sizing explain intake.yaml cost_total --full", "every rule below the total cost, as a tree"),
-            ("sizing explain intake.yaml cost_total --rules /srv/sizing", "the same against a deployment's own rules"))
+            ("sizing explain intake.yaml cost_total --rules /srv/sizing", "the same against a deployment's own rules"),
+            ("sizing explain intake.yaml tpot_ms --calibration calibration.yaml",
+             "the figure as a calibrated quote derives it, your measurement's factors among its inputs"))
 EXIT = ("0 explained; 1 the rule files are broken; 2 an invalid intake or a figure no rule or input has, or "
         "past the time or memory limit.")
 
@@ -28,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(without it: a short derivation of a screenful)")
     parser.add_argument("--rules", type=Path, default=None, metavar="DIR",
                         help="folder holding rules/ and catalogs/ (default: the ones in use)")
+    add_calibration_argument(parser)
     limits.add_arguments(parser)
 
 
@@ -45,18 +49,21 @@ def run(args) -> int:
         print(f"{args.figure}: no figure or input has this name{hint}", file=sys.stderr)
         return 2
     args.key = key
+    if not apply_calibration(args):
+        return 2
     return limits.run_one(args, args.input, ruleset, explain_one)      # in a process of its own, under the limits
 
 
 def explain_one(ruleset, args) -> int:
     """The derivation printed; its exit status."""
     from engine.calc.explain import count_steps, explain, render, render_short
-    from engine.job import planned_results, read_checked
+    from engine.job import CALIBRATION, calibrated, planned_results, read_checked
     from engine.problems import SizingError
     from engine.quote.messages import messages
     key = args.key
     try:
         intake = read_checked(args.input, ruleset)
+        calibrated(intake, CALIBRATION, ruleset)       # `--calibration`: as the calibrated quote has it
         # the quote's own path: the serving default and the planner's layout, then the rules
         results, _ = planned_results(intake, ruleset)
     except SizingError as e:

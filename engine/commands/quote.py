@@ -28,10 +28,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for <stem>.quote.xlsx, .quote.html and .quote.json (default: this folder)")
     parser.add_argument("--json", action="store_true",
                         help="also print the result document as JSON on stdout (a list for several inputs)")
+    add_calibration_argument(parser)
+    limits.add_arguments(parser)
+
+
+def add_calibration_argument(parser: argparse.ArgumentParser) -> None:
+    """`--calibration FILE`, the same for `quote` and `explain`."""
     parser.add_argument("--calibration", type=Path, metavar="FILE",
                         help="a file written by `sizing calibrate`: its factors apply to intakes on the GPU, "
                              "software and precision it was measured on")
-    limits.add_arguments(parser)
+
+
+def apply_calibration(args) -> bool:
+    """The file of `--calibration`, if given, read and applied to every job of this process; False
+    (the problems said on stderr) when it cannot be read."""
+    if not args.calibration:
+        return True
+    import engine.job
+    from engine.calc.calibration import load_calibration
+    from engine.problems import SizingError
+    try:
+        engine.job.CALIBRATION = load_calibration(args.calibration)
+    except SizingError as e:
+        for p in e.problems:
+            print(p, file=sys.stderr)
+        return False
+    return True
 
 
 def run(args) -> int:
@@ -46,15 +68,8 @@ def run(args) -> int:
     ruleset = publication.ruleset
     if ruleset is None:
         return 1
-    if args.calibration:
-        import engine.job
-        from engine.calc.calibration import load_calibration
-        try:          # read once here; each input's own process inherits it
-            engine.job.CALIBRATION = load_calibration(args.calibration)
-        except SizingError as e:
-            for p in e.problems:
-                print(p, file=sys.stderr)
-            return 2
+    if not apply_calibration(args):        # read once here; each input's own process inherits it
+        return 2
     args.outdir.mkdir(parents=True, exist_ok=True)
     code, documents = 0, []
     box = limits.sandbox(args)
