@@ -1,0 +1,128 @@
+"""Rewrite rules/uncertainty.yaml's bands from `sizing validate --cv`: run it after adding evidence or changing a model.
+
+Usage: .venv/bin/python scripts/refresh_bands.py [--check]
+
+The quote's ± ranges are the out-of-sample errors of the published runs nearest to it
+(tests/test_accuracy.py holds the file to them). This computes them as the test does and writes
+the rows of the `inference_evidence` and `inference_evidence_figures` tables and the training and
+memory rows of `band`, keeping every other line, comment and `accept:` of the file. With
+--check it writes nothing and exits 1 when the file is not what the evidence gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.calc.evaluate import evaluate  # noqa: E402
+from engine.calc.ruleset import current_ruleset  # noqa: E402
+from engine.paths import RULES_DIR  # noqa: E402
+from engine.calc.evidence import DEFAULT_CASES, load_cases  # noqa: E402
+from engine.calc.yamlfile import load_yaml_file  # noqa: E402
+from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, cv_tables, evidence_bands,  # noqa: E402
+                               evidence_keys)
+
+FILE = RULES_DIR / "uncertainty.yaml"
+FAMILIES = {"ampere": "Ampere", "hopper": "Hopper", "blackwell": "Blackwell", "ada": "Ada", "consumer": "consumer",
+            "cdna2": "AMD CDNA 2", "cdna3": "AMD CDNA 3", "gaudi2": "Intel Gaudi 2", "gaudi3": "Intel Gaudi 3",
+            "volta": "Volta", "turing": "Turing"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is out of date")
+    args = parser.parse_args(argv)
+    ruleset = current_ruleset()
+    cases = load_cases(DEFAULT_CASES)
+    _, oos = cv_tables(cross_validate(cases, ruleset))
+    text = FILE.read_text(encoding="utf-8")
+    new = _serving(text, evidence_bands(oos, evidence_keys(cases, ruleset)), _stack_names())
+    new = _training_and_memory(new, oos, cases, ruleset)
+    if new == text:
+        print(f"{FILE}: the bands are what the evidence gives.")
+        return 0
+    if args.check:
+        print(f"{FILE}: out of date with `sizing validate --cv`; run scripts/refresh_bands.py", file=sys.stderr)
+        return 1
+    FILE.write_text(new, encoding="utf-8")
+    print(f"{FILE}: bands rewritten from the out-of-sample errors (see git diff).")
+    return 0
+
+
+def _stack_names() -> dict[str, str]:
+    choices = load_yaml_file(RULES_DIR / "intake.yaml")["choices"]["serving_engine"]
+    return {c["id"]: (c["label"]["en"] if isinstance(c["label"], dict) else c["label"]) for c in choices}
+
+
+def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
+    accepted = _accepts(text, "inference_evidence_figures")
+    bands, figures = [], []
+    for row in rows:
+        match = row["match"]
+        keys = "".join(f"{k}: {v}, " for k, v in match.items())
+        stack, family = stacks.get(match.get("serving_engine_used", ""), ""), match.get("gpu_family")
+        where = (f"{stack} on {FAMILIES.get(family, family)} GPUs" if stack and family
+                 else stack or f"{FAMILIES.get(family, family)} GPUs")
+        sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
+        if match:
+            why = (f"{where}: 80th percentile of the out-of-sample |error| of {row['figures']} figures "
+                   f"from {sources} (sizing validate --cv)")
+        else:
+            why = ("no published run measured this serving software or GPU family: the widest band of the rows "
+                   f"above, and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
+        bands.append(f"      - {{{keys}band: {row['band']:g},\n         evidence: \"{why}\"}}\n")
+        count = "published serving figures measured like this" if match else "none: outside the evidence"
+        accept = accepted.get(keys)
+        figures.append(f"      - {{{keys}figures: {row['figures']},\n         evidence: \"{count}\""
+                       + (f",\n         accept: \"{accept}\"}}\n" if accept else "}\n"))
+    text = _replace_rows(text, "inference_evidence", "".join(bands))
+    return _replace_rows(text, "inference_evidence_figures", "".join(figures))
+
+
+def _accepts(text: str, table: str) -> dict[str, str]:
+    """The rows' `accept:` reasons by their keys, kept across a rewrite."""
+    out = {}
+    for keys, reason in re.findall(r"- \{((?:\w+: [\w.\-]+, )*)\w+: [\d.]+,\n\s+evidence: \"[^\"]*\",\n\s+accept: \"([^\"]*)\"\}",
+                                   _rows(text, table)):
+        out[keys] = reason
+    return out
+
+
+def _table(text: str, table: str) -> int:
+    """Where the table starts (its rule of the same name, above `tables:`, is not it)."""
+    return text.index(f"  - name: {table}\n", text.index("\ntables:\n"))
+
+
+def _rows(text: str, table: str) -> str:
+    start = _table(text, table)
+    body = text.index("    rows:\n", start) + len("    rows:\n")
+    end = re.compile(r"^(  - name: |\S)", re.M).search(text, body).start()
+    return text[body:end]
+
+
+def _replace_rows(text: str, table: str, rows: str) -> str:
+    old = _rows(text, table)
+    start = text.index(old, _table(text, table))
+    return text[:start] + rows + text[start + len(old):]
+
+
+def _training_and_memory(text: str, oos, cases, ruleset) -> str:
+    family = {c.id: evaluate({"gpu": c.intake.get("gpu")}, ruleset, only=["fitted_gpu_family"])
+              .values["fitted_gpu_family"] for c in cases}
+    rows = oos[oos["group"] == "training"]
+    fitted = rows["case"].map(family).astype(bool)
+    trained = band(rows[fitted], "training")
+    other = max(band(rows[~fitted], "training"), trained + OUTSIDE_MARGIN)
+    memory = band(oos, "memory")
+    for keys, value in (("group: training, coefficients: fitted", trained),
+                        ("group: training, coefficients: default", other), ("group: memory", memory)):
+        text = re.sub(rf"(- \{{{keys}, band: )[\d.]+", lambda m: f"{m[1]}{round(value, 6):.2f}", text)
+    return text
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
