@@ -17,7 +17,7 @@ ONLINE = "online-inference"
 # What the candidates are judged by; the rule set computes them.
 TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memory_limit_gb")
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
-                   "concurrency_used", "memory_concurrency", "meets_latency_targets")
+                   "concurrency_used", "memory_concurrency", "meets_latency_targets", "stack_max_batch", "dp")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
 TIE = 0.005                 # layouts within 0.5% of the best are ties, settled by simplicity
@@ -241,7 +241,14 @@ def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int
         meets = np.asarray(frame["meets_latency_targets"], dtype=bool) if "meets_latency_targets" in frame \
             else np.ones(len(fits), dtype=bool)
         in_memory = columns["concurrency"] <= np.asarray(frame["memory_concurrency"], dtype=float)
-        ok = fits & meets & in_memory
+        # the serving software never runs more than its batch cap per replica (vLLM's max_num_seqs,
+        # TGI's max-concurrent-requests; serving.yaml): requests past it queue, they do not batch
+        cap = np.nan_to_num(np.asarray(frame["stack_max_batch"], dtype=float), nan=np.inf) \
+            if "stack_max_batch" in frame else np.inf
+        replicas = np.maximum(np.nan_to_num(np.asarray(frame["dp"], dtype=float), nan=1.0), 1.0) \
+            if "dp" in frame else 1.0
+        in_cap = columns["concurrency"] <= cap * replicas
+        ok = fits & meets & in_memory & in_cap
         rate = positive(values.get("requests_per_second"))
         if rate:
             # Little's law: at a given arrival rate the requests in flight are what the rate fills;

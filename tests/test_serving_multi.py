@@ -1,0 +1,71 @@
+"""Multi-GPU and large-batch serving: the all-reduce's link, the stack's batch cap, AMD's multiplies.
+Expected numbers are derived by hand in the comments; each test fails if its mechanism is removed."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.calc.evaluate import evaluate
+from engine.calc.planner import plan_layout
+
+BASE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-3.1-8b", "gpu_count": 1,
+        "prompt_tokens": 128, "output_tokens": 128, "precision": "bf16"}
+
+
+@pytest.mark.parametrize("gpu, tp, link", [
+    # MI300X: 7 Infinity Fabric links of 128 GB/s (64 each way), one to each peer, no switch:
+    # a TP-2 group talks over 1 link = 64 GB/s, TP-4 over 3 = 192, TP-8 over 7 = 448 (= 896 / 2)
+    ("MI300X", 2, 64.0), ("MI300X", 4, 192.0), ("MI300X", 8, 448.0),
+    # H100 behind NVSwitch: any group gets the whole 900 / 2 = 450 GB/s each way
+    ("H100", 2, 450.0), ("H100", 8, 450.0),
+])
+def test_a_mesh_gives_a_small_group_only_its_own_links(ruleset, gpu, tp, link):
+    values = {**BASE, "model": "llama-3.1-70b", "gpu": gpu, "gpu_count": tp, "tensor_parallel": tp,
+              "precision": "fp8", "concurrency": 64}
+    got = evaluate(values, ruleset, only=["allreduce_link_gb_s"]).values["allreduce_link_gb_s"]
+    assert got == pytest.approx(link)
+
+
+def test_two_mi300x_in_tensor_parallel_pay_for_their_one_link(ruleset):
+    """The same batch on two MI300X spends 448 / 64 = 7 times longer in the all-reduce's
+    bandwidth term than the switch-connected link the catalog's aggregate would suggest."""
+    values = {**BASE, "model": "llama-3.1-70b", "gpu": "MI300X", "gpu_count": 2, "tensor_parallel": 2,
+              "precision": "fp8", "concurrency": 256, "serving_engine": "vllm"}
+    mesh = evaluate(values, ruleset, only=["tp_sync_s", "allreduce_latency_s", "n_layers"]).values
+    switch = evaluate({**values, "allreduce_link_gb_s": 448}, ruleset,
+                      only=["tp_sync_s", "allreduce_latency_s", "n_layers"]).values
+    latency = 2 * mesh["n_layers"] * mesh["allreduce_latency_s"]
+    assert (mesh["tp_sync_s"] - latency) == pytest.approx(7 * (switch["tp_sync_s"] - latency), rel=1e-6)
+
+
+def test_vllm_on_amd_multiplies_at_mlperfs_measured_rate(ruleset):
+    # MLPerf Inference v4.1 Llama 2 70B Offline: 3,062.72 tokens/s on one MI300X (vLLM) against
+    # 24,524.9 / 8 = 3,065.6 per H100 (TensorRT-LLM), from 2,614.9 and 1,979 dense FP8 TFLOPS:
+    # (3062.72 / 2614.9) / (3065.6 / 1979) = 0.756 → 0.76
+    assert (3062.72 / 2614.9) / (24524.9 / 8 / 1979) == pytest.approx(0.76, abs=0.005)
+    amd = evaluate({**BASE, "gpu": "MI300X", "serving_engine": "vllm"}, ruleset, only=["stack_gemm"]).values
+    nvidia = evaluate({**BASE, "gpu": "H100", "serving_engine": "vllm"}, ruleset, only=["stack_gemm"]).values
+    assert amd["stack_gemm"] == pytest.approx(0.76)
+    assert nvidia["stack_gemm"] != pytest.approx(0.76)
+
+
+def test_a_given_concurrency_past_the_stacks_cap_queues_instead_of_batching(ruleset):
+    # vLLM runs at most max_num_seqs = 256 per replica: 1,000 requests on one GPU batch 256, the rest wait;
+    # TensorRT-LLM's cap is 2,048, so there all 1,000 batch
+    values = {**BASE, "gpu": "H100", "tensor_parallel": 1, "concurrency": 1000}
+    vllm = evaluate({**values, "serving_engine": "vllm"}, ruleset, only=["batch_per_replica"]).values
+    trt = evaluate({**values, "serving_engine": "tensorrt-llm"}, ruleset, only=["batch_per_replica"]).values
+    assert vllm["batch_per_replica"] == 256
+    assert trt["batch_per_replica"] == 1000
+
+
+@pytest.mark.parametrize("engine, cap", [("vllm", 256), ("tgi", 128)])
+def test_the_online_planner_never_plans_past_the_stacks_batch_cap(ruleset, engine, cap):
+    """Llama 3.1 8B on an MI300X (192 GB) holds thousands of 256-token requests, and loose targets
+    let the planner take as many as memory holds; the serving software still runs only its cap."""
+    values = {**BASE, "gpu": "MI300X", "serving_engine": engine, "ttft_target_ms": 1e9, "tpot_target_ms": 1e9}
+    memory = evaluate({**values, "tensor_parallel": 1}, ruleset, only=["memory_concurrency"]).values["memory_concurrency"]
+    assert memory > 4 * cap                     # without the cap the planner would go far past it
+    chosen = plan_layout(values, ruleset).chosen
+    assert chosen["concurrency"] <= cap * (chosen.get("data_parallel") or 1)
+    assert chosen["concurrency"] > cap / 2      # and it does use the batch the stack allows
