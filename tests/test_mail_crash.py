@@ -45,6 +45,16 @@ def sizing_mail(box, *args: str, crash: str | None = None, popen: bool = False, 
     return subprocess.run(command, env=env, cwd=box.dir, capture_output=True, text=True, timeout=120)
 
 
+def wait_until_running(box, service, timeout: float = 60.0) -> None:
+    """Until the service's status file says it finished its first pass over the mailbox."""
+    from engine.services.log import read_status
+    deadline = time.monotonic() + timeout
+    while (read_status(box.dir / "mail-status.json") or {}).get("state") != "running":
+        assert service.poll() is None, service.stderr.read()
+        assert time.monotonic() < deadline, f"not running after {timeout} s"
+        time.sleep(0.05)
+
+
 def test_killed_between_sending_and_filing_it_still_replies_exactly_once(mailbox):
     mailbox.deliver(request())
     crashed = sizing_mail(mailbox, "--once", crash="1")
@@ -75,7 +85,10 @@ def test_the_service_is_woken_by_idle_and_keeps_serving(mailbox):
     mailbox.configure(idle=True, poll_seconds=60)          # only IDLE can make it answer quickly
     service = sizing_mail(mailbox, popen=True)
     try:
-        time.sleep(1.5)                                     # let it log in and start waiting
+        # Deliver only once it has logged in and looked at the mailbox (its status file says
+        # "running" after the first pass, then it idles): on a loaded machine its start-up alone
+        # took longer than a fixed 1.5 s, and the clock below measured the start-up, not IDLE.
+        wait_until_running(mailbox, service)
         for n in range(2):
             sent = time.monotonic()
             mailbox.deliver(request(f"<idle-{n}@example.com>"))
@@ -106,7 +119,7 @@ def test_a_broken_config_stops_the_service_with_file_and_line(tmp_path):
 def test_a_second_service_on_the_same_state_refuses_to_start(mailbox):
     first = sizing_mail(mailbox, popen=True)
     try:
-        time.sleep(1.0)
+        wait_until_running(mailbox, first)                 # it holds the state: started for sure
         second = sizing_mail(mailbox, "--once")
         assert second.returncode == 2 and "another mail service is running" in second.stderr
     finally:

@@ -102,10 +102,22 @@ def _cell(ruleset, table, when, where: str) -> tuple[str | None, Problem | None]
     return f"{table}[{spec.rows.index(row)}]", None
 
 
+_READERS: dict[int, tuple[object, dict[str, str | None]]] = {}
+
+
 def _reader(ruleset, table: str) -> str | None:
-    """The rule whose formula is the table's lookup (its value is what a fitted row replaces)."""
-    return next((r.name for r in ruleset.rules.values()
-                 if r.formula.text.replace(" ", "").startswith(f'lookup("{table}",')), None)
+    """The rule whose formula is the table's lookup (its value is what a fitted row replaces);
+    remembered per rule set, as a fit asks it for every pass over the rows."""
+    held, known = _READERS.get(id(ruleset), (None, None))
+    if held is not ruleset:
+        if len(_READERS) > 8:
+            _READERS.clear()
+        known = {}
+        _READERS[id(ruleset)] = (ruleset, known)
+    if table not in known:
+        known[table] = next((r.name for r in ruleset.rules.values()
+                             if r.formula.text.replace(" ", "").startswith(f'lookup("{table}",')), None)
+    return known[table]
 
 
 def cell_value(ruleset, key: str) -> float | None:
@@ -133,7 +145,8 @@ def _as_columns(rows: Rows, ruleset, overrides: dict[str, np.ndarray], count: in
     for table, given in cells.items():
         idx = np.tile(_rows_used(rows, ruleset, table), count // max(len(rows), 1))
         spec = ruleset.tables[table]
-        column = np.array([spec.rows[i].value if i >= 0 else np.nan for i in idx], dtype=float)
+        # each figure the value of the row it reads; -1 (no row) picks the NaN at the end
+        column = np.array([r.value for r in spec.rows] + [np.nan], dtype=float)[idx.astype(np.intp)]
         for i, value in given:
             column = np.where(idx == i, np.broadcast_to(np.asarray(value, dtype=float), count), column)
         out[_reader(ruleset, table)] = column
