@@ -15,11 +15,11 @@ from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources in;
-# the figures reached are in docs/accuracy.md (training 9.3%, 93% within ±35%; inference 14.9%,
-# 85% within ×1.5; memory 0.4%). A change that makes any of them worse fails here. Issue 24 aims
+# the figures reached are in docs/accuracy.md (training 9.3%, 93% within ±35%; inference 12.9%,
+# 87% within ×1.5; memory 0.4%). A change that makes any of them worse fails here. Issue 24 aims
 # at inference ≤ 10%: not reached — these hold what was.
 TARGETS = {"training": {"median_abs_error": 0.10, "within_35pct": 0.90},
-           "inference": {"median_abs_error": 0.15, "within_factor_1_5": 0.84},
+           "inference": {"median_abs_error": 0.13, "within_factor_1_5": 0.86},
            "memory": {"median_abs_error": 0.01}}
 
 
@@ -265,3 +265,24 @@ def test_deepseek_runs_entered_with_their_stated_schedules_land_within_35_percen
     rows = table[table.case.str.startswith(("T87-", "T88-"))]
     assert len(rows) == 2
     assert (rows.error.abs() < 0.35).all(), rows[["case", "error"]]
+
+
+def test_a_figure_that_counts_the_prompt_is_compared_as_an_output_rate(tmp_path):
+    """premAI's harness divides prompt + answer by the time: 522 tokens/s over a 10-token prompt and a
+    512-token answer is 522 × 512 / 522 = 512 answer tokens/s. The figure stays as published."""
+    from engine.calc.evidence import load_cases
+    path = tmp_path / "cases.yaml"
+    path.write_text("cases:\n"
+                    "  - {id: X1, group: inference, counted_tokens: prompt and output,\n"
+                    "     intake: {prompt_tokens: 10, output_tokens: 512}, measured: {output_tokens_per_s: 522}}\n"
+                    "  - {id: X2, group: inference, intake: {prompt_tokens: 10, output_tokens: 512},\n"
+                    "     measured: {output_tokens_per_s: 522, ttft_ms: 20}}\n")
+    counted, plain = load_cases(path)
+    assert counted.measured["output_tokens_per_s"] == 522
+    assert counted.comparable("output_tokens_per_s", 522) == pytest.approx(512)
+    assert plain.comparable("output_tokens_per_s", 522) == 522
+    assert plain.comparable("ttft_ms", 20) == 20
+    path.write_text("cases:\n  - {id: X3, group: inference, counted_tokens: everything,\n"
+                    "     intake: {}, measured: {output_tokens_per_s: 1}}\n")
+    with pytest.raises(Exception, match="counted_tokens"):
+        load_cases(path)
