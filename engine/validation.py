@@ -42,7 +42,7 @@ def rows_of(cases: list[Case], ruleset) -> dict[str, Rows]:
     for case in cases:
         values = planned_values(case, ruleset)
         for quantity, measured in case.measured.items():
-            out.setdefault(case.group, []).append((values, quantity, float(measured),
+            out.setdefault(case.group, []).append((values, quantity, case.comparable(quantity, float(measured)),
                                                    case.source.get("id") or case.source.get("title", ""), case.id))
     return {g: Rows([r[0] for r in rs], [r[1] for r in rs], np.array([r[2] for r in rs]),
                     [r[3] for r in rs], [r[4] for r in rs]) for g, rs in out.items()}
@@ -104,7 +104,8 @@ def compare(cases: list[Case], ruleset) -> pd.DataFrame:
     rows = []
     for case in cases:
         results = estimate(case, ruleset)
-        for quantity, measured in case.measured.items():
+        for quantity, published in case.measured.items():
+            measured = case.comparable(quantity, float(published))
             got = results.get(quantity)
             est = float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) else math.nan
             rows.append({"case": case.id, "group": case.group, "use": case.use, "quantity": quantity,

@@ -13,6 +13,7 @@ from engine.problems import Problem, SizingError
 
 DEFAULT_CASES = PUBLISHED_CASES
 GROUPS = ("training", "inference", "memory", "facility")
+COUNTED = ("output", "prompt and output")
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,16 @@ class Case:
     measured: dict
     source: dict
     where: str
+    counted_tokens: str = "output"   # what a tokens/s figure counts: "output", or "prompt and output"
+
+    def comparable(self, quantity: str, measured: float) -> float:
+        """The measured figure as the quantity the rules estimate. A harness that divides the whole
+        sequence (prompt and answer) by the time overstates the output rate by (prompt + output) ÷ output;
+        the figure stays as published in the file and is converted here."""
+        if quantity == "output_tokens_per_s" and self.counted_tokens == "prompt and output":
+            out = float(self.intake["output_tokens"])
+            return measured * out / (out + float(self.intake["prompt_tokens"]))
+        return measured
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -43,8 +54,14 @@ def load_cases(path: Path) -> list[Case]:
             problems.append(Problem("cases.group", where, f"group must be one of {', '.join(GROUPS)}.",
                                     fixer="rules"))
             continue
+        counted = str(item.get("counted_tokens") or "output")
+        if counted not in COUNTED:
+            problems.append(Problem("cases.counted", where, f"counted_tokens must be one of {', '.join(COUNTED)}.",
+                                    fixer="rules"))
+            continue
         cases.append(Case(str(item["id"]), item["group"], str(item.get("use") or "check"),
-                          plain(item["intake"]), plain(item["measured"]), plain(item.get("source") or {}), where))
+                          plain(item["intake"]), plain(item["measured"]), plain(item.get("source") or {}), where,
+                          counted))
     if problems:
         raise SizingError(problems)
     return cases
