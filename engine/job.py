@@ -110,15 +110,26 @@ def calibrated(intake: Intake, calibration, ruleset) -> None:
         intake.sources.update({k: f"{calibration.where} {k}" for k in extra})
 
 
-def _default_serving_engine(intake: Intake, ruleset) -> None:
-    """Serving speed depends on the software: a blank `serving_engine` takes the rules' default for
-    the GPU (rules/serving.yaml), filled in like a form default, so the quote names it as assumed."""
+# Software the intake may leave blank, whose speed the rules' default decides: the intake key, the rule
+# naming the software used, and the rule saying whether the workload uses it (rules/serving.yaml,
+# rules/training_software.yaml).
+DEFAULT_SOFTWARE = (("serving_engine", "serving_engine_used", "is_inference"),
+                    ("training_framework", "training_framework_used", "is_training"))
+
+
+def _default_software(intake: Intake, ruleset) -> None:
+    """Speed depends on the software: a blank `serving_engine` or `training_framework` takes the rules'
+    default, filled in like a form default, so the quote names it as assumed."""
     from engine.calc.evaluate import evaluate
-    if intake.values.get("serving_engine") in (None, ""):
-        shape = evaluate(intake.values, ruleset, only=["is_inference", "serving_engine_used"]).values
-        if shape.get("is_inference") and shape.get("serving_engine_used"):
-            intake.values["serving_engine"] = shape["serving_engine_used"]
-            intake.sources["serving_engine"] = "default"
+    blank = [(key, used, guard) for key, used, guard in DEFAULT_SOFTWARE
+             if intake.values.get(key) in (None, "") and used in ruleset.rules]
+    if not blank:
+        return
+    shape = evaluate(intake.values, ruleset, only=[r for _, used, guard in blank for r in (guard, used)]).values
+    for key, used, guard in blank:
+        if shape.get(guard) and shape.get(used):
+            intake.values[key] = shape[used]
+            intake.sources[key] = "default"
 
 
 def quote_results(intake: Intake, ruleset) -> Results:
@@ -144,7 +155,7 @@ def planned_results(intake: Intake, ruleset):
     """(Results, Plan) of the configuration quoted: the serving software's default filled in, the
     planner's layout for the blanks. The quote and `sizing explain` both evaluate through here."""
     from engine.calc.planner import planned
-    _default_serving_engine(intake, ruleset)
+    _default_software(intake, ruleset)
     return planned(intake, ruleset)
 
 

@@ -206,6 +206,53 @@ def test_a_serving_stack_row_is_fitted_and_left_out_with_its_sources(cv):
     assert cv.folds["exllamav2-readme"][key] != pytest.approx(cv.folds["premai-benchmarks"][key])
 
 
+def test_a_training_software_row_is_fitted_and_left_out_with_its_sources(cv):
+    """The FP8 row of software outside Megatron-Core rests on torchtitan's benchmarks, the IBM/Meta
+    float8 blog (run with torchtitan) and llm-foundry's FP8 row: fitted on all three, and each of
+    their folds fits it without that source."""
+    key = "software_gemm[0]"
+    assert cv.informed[key] >= {"torchtitan", "pytorch-blog-float8-fsdp2", "llm-foundry"}
+    assert key in cv.folds["torchtitan"] and key in cv.folds["pytorch-blog-float8-fsdp2"]
+    assert cv.folds["torchtitan"][key] != pytest.approx(cv.folds["pytorch-blog-float8-fsdp2"][key])
+
+
+def test_the_training_software_scales_only_its_fp8_matrix_multiplies(ruleset):
+    """torchtitan's Float8 against Megatron-Core's: the multiplies take 1 / 0.75 = 1.333× as long
+    (rules/training_software.yaml); attention, element-wise work and the optimizer are the same.
+    In BF16 both run the same multiplies; a blank intake is Megatron-Core's."""
+    case = {"workload": "pretraining", "model": "llama-3.1-8b", "training_tokens_billion": 100,
+            "gpu": "H100", "gpu_count": 8, "precision": "fp8", "tensor_parallel": 1, "pipeline_parallel": 1,
+            "micro_batch_size": 2, "activation_checkpointing": False, "zero_stage": 3}
+    blank = evaluate(case, ruleset).values
+    mcore = evaluate({**case, "training_framework": "megatron"}, ruleset).values
+    titan = evaluate({**case, "training_framework": "torchtitan"}, ruleset).values
+    assert blank["training_framework_used"] == "megatron" and blank["gemm_time_s"] == mcore["gemm_time_s"]
+    assert titan["gemm_time_s"] / mcore["gemm_time_s"] == pytest.approx(1 / 0.75)
+    assert titan["attention_time_s"] == pytest.approx(mcore["attention_time_s"])
+    assert titan["tokens_per_s_per_gpu"] < 0.9 * mcore["tokens_per_s_per_gpu"]
+    bf16 = {**case, "precision": "bf16"}
+    assert evaluate({**bf16, "training_framework": "torchtitan"}, ruleset).values["tokens_per_s_per_gpu"] == \
+        pytest.approx(evaluate(bf16, ruleset).values["tokens_per_s_per_gpu"])
+
+
+def test_a_blank_training_software_is_named_as_assumed(tmp_path, ruleset):
+    """Like the serving software: a training quote without `training_framework` says it assumed
+    Megatron-Core; one that names it shows it as given; an inference quote has none."""
+    from engine.intake.read import read
+    from engine.intake.validate import validate
+    from engine.job import planned_results
+    from tests.test_intake_kit import BASE, catalogs, filled
+    rs = ruleset
+    blank = read(filled(tmp_path, BASE, name="blank.xlsx"))
+    assert validate(blank, catalogs()) == []
+    planned_results(blank, rs)
+    assert blank.values["training_framework"] == "megatron" and blank.sources["training_framework"] == "default"
+    named = read(filled(tmp_path, {**BASE, "training_framework": "torchtitan"}, name="named.xlsx"))
+    assert validate(named, catalogs()) == []
+    planned_results(named, rs)
+    assert named.values["training_framework"] == "torchtitan" and named.sources["training_framework"] != "default"
+
+
 def test_explicit_utilization_always_wins(ruleset):
     case = {"workload": "pretraining", "model": "llama-2-7b", "training_tokens_billion": 100,
             "gpu": "A100", "gpu_count": 8, "precision": "bf16"}

@@ -40,6 +40,9 @@ TYPED = [  # (key, what a person typed, the value after validation), on top of B
     ("currency", "twd", "TWD"),
     ("flops_per_sample", "180e9", 180e9),
     ("samples", "1M", 1_000_000),
+    ("training_framework", "NeMo", "megatron"),
+    ("training_framework", "torchtitan ", "torchtitan"),
+    ("training_framework", "HF Accelerate", "fsdp"),
 ]
 
 
