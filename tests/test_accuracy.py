@@ -14,12 +14,13 @@ from engine.calc.fitting import load_coefficients
 from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
 
-# Out of sample (leave-one-source-out) over every published figure, issue 24's new sources in;
-# the figures reached are in docs/accuracy.md (training 9.2%, 93% within ±35%; inference 12.4%,
-# 87% within ×1.5; memory 0.4%). A change that makes any of them worse fails here. Issue 24 aims
-# at inference ≤ 10%: not reached — these hold what was.
+# Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and its folded
+# held-out set in; the figures reached are in docs/accuracy.md. A change that makes any of them worse
+# fails here. Issue 24 aims at inference ≤ 10% and training ≤ 7%: not reached — these hold what was.
+# Folding the held-out set in (40 sources) raised inference from 12.3% to 18.6%: the per-stack
+# coefficients, fitted on one or two sources each, did not carry over to the others (docs/holdout.md).
 TARGETS = {"training": {"median_abs_error": 0.10, "within_35pct": 0.90},
-           "inference": {"median_abs_error": 0.13, "within_factor_1_5": 0.86},
+           "inference": {"median_abs_error": 0.19, "within_factor_1_5": 0.79},
            "memory": {"median_abs_error": 0.01}}
 
 
@@ -39,6 +40,11 @@ NEW_SOURCES = frozenset({"trtllm-blog-h200launch", "trtllm-blog-falcon180b", "ex
 # Their median |error| as first measured (28.1% on 62 serving figures; 32.4% on the first 48);
 # a change may only lower it.
 NEW_EVIDENCE_MEDIAN = 0.29
+
+# Issue 24's held-out set (cases H-*, once validation/holdout.yaml): 9 sources scored out of sample before
+# any model change saw them, then folded in. Serving median |error| as first measured at 4359345: 17.4%
+# on 40 figures; training 15.6% on 9; memory 2.6% on 5 (docs/holdout.md). A change may only lower them.
+HELD_OUT_FIRST_MEASURED = {"inference": 0.174, "training": 0.156, "memory": 0.026}
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +84,13 @@ def test_new_evidence_is_no_worse_than_first_measured(table, cases):
     rows = table[table["case"].isin(new_ids)]
     assert len(rows) >= 30
     assert rows["error"].abs().median() <= NEW_EVIDENCE_MEDIAN, rows[["case", "error"]]
+
+
+@pytest.mark.parametrize("group", sorted(HELD_OUT_FIRST_MEASURED))
+def test_held_out_figures_are_no_worse_than_first_measured(table, group):
+    rows = table[table["case"].str.startswith("H-") & (table["group"] == group)]
+    assert len(rows) >= {"inference": 40, "training": 9, "memory": 5}[group]
+    assert rows["error"].abs().median() <= HELD_OUT_FIRST_MEASURED[group], rows[["case", "error"]]
 
 
 @pytest.mark.parametrize("group", sorted(TARGETS))
