@@ -173,3 +173,33 @@ def test_the_mail_service_status_and_log_say_which_edit_is_held(home_copy, cache
     assert f"is held, not published; keeping rule set {published}" in stream.getvalue()
     records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     assert any(r.get("held") for r in records)
+
+
+def test_a_grown_validation_set_compares_the_published_set_on_the_same_figures(home_copy, cache, tmp_path,
+                                                                                monkeypatch):
+    """New published figures change every median: the edit is judged against the published rules quoted on
+    the same figures, not against medians recorded on the smaller set (which would hold any edit)."""
+    from engine.calc.yamlfile import load_yaml_file, plain
+    original = plain(load_yaml_file(gate.PUBLISHED_CASES))["cases"]
+    old, grown = tmp_path / "old.yaml", tmp_path / "grown.yaml"           # JSON is YAML: no dumper needed
+    old.write_text(json.dumps({"cases": original}), encoding="utf-8")
+    # 40 serving figures the rules miss by 2× (the measurement doubled): the serving median must rise
+    doubled = [{**c, "id": c["id"] + "-x2", "measured": {k: 2 * v for k, v in c["measured"].items()}}
+               for c in original if c["group"] == "inference"][:40]
+    grown.write_text(json.dumps({"cases": original + doubled}), encoding="utf-8")
+    rules, catalogs = home_copy / "rules", home_copy / "catalogs"
+    monkeypatch.setattr(gate, "PUBLISHED_CASES", old)
+    first = gate.consult(rules, catalogs)
+    assert first.ruleset is not None and not first.held
+    monkeypatch.setattr(gate, "PUBLISHED_CASES", grown)
+    # an edit that moves no figure: a rule's explanation reworded
+    slip(home_copy, "rules/inference.yaml", "why: Scheduling, sampling and kernel launches",
+         "why: Scheduling, sampling and the kernels' launches")
+    edited = gate.facts_of(rules, catalogs)
+    record = gate.last_published(rules)
+    assert edited.medians["inference"] > record["medians"]["inference"] + 0.01      # the stale comparison holds it
+    assert not gate.judge(edited, record).ok
+    second = gate.consult(rules, catalogs)
+    assert not second.held, second.verdict.reasons()                                 # the fair one does not
+    assert second.verdict.baseline["medians"] == pytest.approx(edited.medians)
+    assert second.ruleset.version == edited.version != first.ruleset.version

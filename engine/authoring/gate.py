@@ -124,15 +124,23 @@ def admit(ruleset, rules_dir: Path, catalogs_dir: Path) -> Publication:
     record = last_published(rules_dir)
     if ruleset is not None and record and record.get("version") == ruleset.version:
         return Publication(ruleset, None, record)          # the usual case: one small file read
-    verdict = judge(facts_of(rules_dir, catalogs_dir), record)
+    copy = published_copy(record)
+    verdict = judge(facts_of(rules_dir, catalogs_dir), comparable(record, copy))
     if verdict.ok and ruleset is not None:
         return Publication(ruleset, verdict, publish(rules_dir, catalogs_dir, verdict.facts))
-    copy = published_copy(record)
     try:
         fallback = cached_ruleset(load_ruleset, *copy) if copy else None
     except SizingError:
         fallback = None
     return Publication(fallback, verdict, record)
+
+
+def comparable(record: dict | None, copy: tuple[Path, Path] | None) -> dict | None:
+    """The published set's record with its medians on today's validation set and code: a grown or corrected
+    validation file changes every median, and an edit is judged against the same figures, not older ones."""
+    if record is None or record.get("data") == _code_and_data() or copy is None:
+        return record
+    return {**record, "medians": facts_of(*copy).medians}
 
 
 def held_text(verdict: Verdict, record: dict | None, rules_dir: Path) -> str:
@@ -211,14 +219,15 @@ def _code_and_data() -> str:
 
 
 def last_published(rules_dir: Path) -> dict | None:
-    """{version, medians, snapshot, at} of the set this rules folder last published, or None."""
+    """{version, medians, data, snapshot, at} of the set this rules folder last published, or None."""
     return _load(_record_key(rules_dir))
 
 
 def publish(rules_dir: Path, catalogs_dir: Path, facts: Facts) -> dict:
     """Record these files as the folder's published set, with a copy to quote from while a later edit is held."""
     snapshot = _snapshot(Path(rules_dir), Path(catalogs_dir), facts.version)
-    record = {"version": facts.version, "medians": facts.medians, "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    record = {"version": facts.version, "medians": facts.medians, "data": _code_and_data(),
+              "at": time.strftime("%Y-%m-%d %H:%M:%S"),
               "snapshot": str(snapshot) if snapshot else None, "rules_dir": str(Path(rules_dir).resolve())}
     _store(_record_key(rules_dir), record)
     return record
