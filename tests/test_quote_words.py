@@ -309,3 +309,22 @@ def test_a_compute_rate_in_a_warning_says_its_unit(quotes):
         bare = re.findall(r"(?<![\w.,])\d(?:[\d,.]*\d)?(?=[.。]?$|[)）])", message)
         rates = re.findall(r"\d[\d,.]* (?:TOPS|TFLOPS)\b", message)
         assert rates and not bare, (name, message, bare)
+
+
+def test_the_checked_sentence_states_the_band_of_the_likely_ranges(quotes):
+    """The sentence under the sources says what the "likely" ranges mean, with their own width: the online
+    sample's time per output token 29.37 ms (likely 24.96–33.77) is ±15% (24.96 / 29.37 = 0.85), and the
+    sentence must say ±15%, of the runs most like this configuration, not of every run checked."""
+    q = quotes["llama-70b-online-8xh100.yaml"]
+    sentence = next(s for s in _checked_sentences(q) if s.startswith("Inference"))
+    band = float(re.search(r"±(\d+)%", sentence).group(1)) / 100
+    assert "most like this configuration" in sentence and "land within" not in sentence
+    ranged = [f["text"] for f in q.doc["key_figures"]          # the serving figures (memory has its own band)
+              if "likely" in f["text"] and re.search(r"token|throughput", f["label"], re.I)]
+    assert len(ranged) >= 3, q.doc["key_figures"]
+    for text in ranged:
+        value, low, high = (float(x.replace(",", "")) for x in re.findall(r"[\d,]+\.?\d*", text)[:3])
+        assert low == pytest.approx(value * (1 - band), rel=0.02), text
+    for lang, key in (("zh-TW", "online.zh-TW.yaml"), ("zh-CN", "online.zh-CN.yaml")):
+        sentences = _checked_sentences(quotes[key])
+        assert any(f"±{band:.0%}" in s and "最相近" in s for s in sentences), (lang, sentences)
