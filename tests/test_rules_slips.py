@@ -21,8 +21,8 @@ def slip(home, name: str, old: str, new: str, entry: str = "") -> int:
 # (what slipped, file, entry, old text, new text, words the check prints, error or warning)
 SLIPS = [
     ("a percent where a fraction is asked", "rules/compute.yaml", "",
-     "formula: 0.62\n    why: Fitted on the published H100/H200 BF16", "formula: 62\n    why: Fitted on the published H100/H200 BF16",
-     "Write 0.62, not 62.", "error"),
+     "formula: 0.64\n    why: Fitted on the published H100/H200 BF16", "formula: 64\n    why: Fitted on the published H100/H200 BF16",
+     "Write 0.64, not 64.", "error"),
     ("a misspelt workload compared in a formula", "rules/cost.yaml", "",
      'if(workload == "online-inference", gpu_count', 'if(workload == "online-inferance", gpu_count',
      '"online-inferance" is not a value `workload` can take', "error"),
