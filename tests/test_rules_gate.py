@@ -203,3 +203,25 @@ def test_a_grown_validation_set_compares_the_published_set_on_the_same_figures(h
     assert not second.held, second.verdict.reasons()                                 # the fair one does not
     assert second.verdict.baseline["medians"] == pytest.approx(edited.medians)
     assert second.ruleset.version == edited.version != first.ruleset.version
+
+
+def test_a_rise_accepted_in_gate_yaml_publishes_with_its_reason(home_copy, cache, tmp_path, monkeypatch):
+    """validation/gate.yaml's median_error_accepted waives the tolerance for one group up to a ceiling, and
+    the verdict carries the reason; above the ceiling, or in another group, the edit is still held."""
+    facts = gate.facts_of(home_copy / "rules", home_copy / "catalogs")
+    # a baseline 3 points better than today in training: today's rules are "worse" by 3 points
+    baseline = {"version": "rs-before", "medians": {**facts.medians, "training": facts.medians["training"] - 0.03}}
+    gate_file = tmp_path / "gate.yaml"
+    monkeypatch.setattr(gate, "GATE_FILE", gate_file)
+    gate_file.write_text("median_error_tolerance: 0.01\n", encoding="utf-8")
+    assert not gate.judge(facts, baseline).ok
+    up_to = facts.medians["training"] + 0.001
+    gate_file.write_text("median_error_tolerance: 0.01\nmedian_error_accepted:\n"
+                         f"  training: {{up_to: {up_to}, why: \"a model change, better out of sample\"}}\n",
+                         encoding="utf-8")
+    verdict = gate.judge(facts, baseline)
+    assert verdict.ok and len(verdict.accepted) == 1 and "better out of sample" in verdict.accepted[0]
+    gate_file.write_text("median_error_tolerance: 0.01\nmedian_error_accepted:\n"
+                         f"  training: {{up_to: {facts.medians['training'] - 0.01}, why: \"too little\"}}\n",
+                         encoding="utf-8")
+    assert not gate.judge(facts, baseline).ok

@@ -44,6 +44,7 @@ class Verdict:
     facts: Facts
     baseline: dict | None = None          # the record of the set published before ({version, medians})
     worse: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)   # rises validation/gate.yaml accepts, with the reason
 
     @property
     def ok(self) -> bool:
@@ -59,22 +60,29 @@ class Verdict:
                 + [f"validation set: {w}" for w in self.worse])
 
 
-def tolerance() -> tuple[float, dict[str, float]]:
-    """validation/gate.yaml: how much worse a median may get, and the most it may be."""
+def tolerance() -> tuple[float, dict[str, float], dict[str, dict]]:
+    """validation/gate.yaml: how much worse a median may get, the most it may be, and the rises accepted
+    on purpose ({group: {up_to, why}})."""
     from engine.calc.yamlfile import load_yaml_file, plain
     doc = plain(load_yaml_file(GATE_FILE, "validation/gate.yaml")) if GATE_FILE.exists() else {}
+    accepted = {str(k): {"up_to": float(v["up_to"]), "why": str(v.get("why", ""))}
+                for k, v in (doc.get("median_error_accepted") or {}).items()}
     return float(doc.get("median_error_tolerance", 0.01)), \
-        {str(k): float(v) for k, v in (doc.get("median_error_at_most") or {}).items()}
+        {str(k): float(v) for k, v in (doc.get("median_error_at_most") or {}).items()}, accepted
 
 
 def judge(facts: Facts, baseline: dict | None) -> Verdict:
     """The verdict on `facts` against the set published before (None: the first one)."""
-    step, at_most = tolerance()
+    step, at_most, accepted = tolerance()
     verdict = Verdict(facts, baseline)
     before = (baseline or {}).get("medians") or {}
     for group, after in sorted(facts.medians.items()):
         limit = at_most.get(group)
-        if group in before and after > before[group] + step:
+        waived = group in accepted and after <= accepted[group]["up_to"]
+        if group in before and after > before[group] + step and waived:
+            verdict.accepted.append(f"{group} median |error| {before[group]:.1%} → {after:.1%}, accepted up to "
+                                    f"{accepted[group]['up_to']:.1%}: {accepted[group]['why']}")
+        elif group in before and after > before[group] + step:
             verdict.worse.append(f"{group} median |error| {before[group]:.1%} → {after:.1%}, worse by more than "
                                  f"the {step:.1%} validation/gate.yaml allows (median_error_tolerance)")
         elif limit is not None and after > limit:

@@ -182,13 +182,15 @@ def run_publish(args) -> int:
     facts = verdict.facts
     print("The gate:")
     medians = ", ".join(f"{g} {m:.1%}" for g, m in facts.medians.items())
-    before_medians = (record or {}).get("medians") or {}
+    before_medians = (verdict.baseline or record or {}).get("medians") or {}   # on today's validation set
     print(f"  rules check: {len(facts.errors)} error(s), {len(facts.held)} warning(s) not acknowledged, "
           f"{len(facts.accepted)} acknowledged")
     print(f"  examples: {'all hold' if not facts.examples else f'{len(facts.examples)} fail'}")
     if medians:
         was = ", ".join(f"{g} {m:.1%}" for g, m in before_medians.items())
         print(f"  validation median |error|: {medians}" + (f" (published set: {was})" if was else ""))
+    for line in verdict.accepted:
+        print(f"  validation, accepted in validation/gate.yaml: {line}")
     if facts.unchecked:
         print(f"  validation: {facts.unchecked}")
     if verdict.ok:
