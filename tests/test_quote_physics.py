@@ -355,10 +355,18 @@ def test_sweep_keeps_memory_headroom_and_settles_near_ties_toward_fewer_gpus(tmp
 def test_kv_cache_precision_the_form_and_the_quote_agree(tmp_path, ruleset):
     from engine.intake.form import current_form
     help_text = current_form().fields["kv_cache_precision"].help["en"]
-    assert "FP16 for 8- and 4-bit" in help_text
+    assert "8- and 4-bit precisions FP16 (vLLM's default)" in help_text
+    assert "FP8 with TensorRT-LLM on FP8 models" in help_text
     _, doc, _ = quote(tmp_path, "fp8", ONE_STREAM.replace("precision: bf16", "precision: fp8"), ruleset,
                       formats=("json",))
-    # Llama 3.1 8B: 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes (FP16) = 131,072 bytes per token
+    # Llama 3.1 8B on vLLM (the default stack): 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes (FP16)
+    # = 131,072 bytes per token
     assert doc["results"]["kv_cache_bytes_per_token"] == 131072
     note = next(w["message"] for w in doc["warnings"] if w["code"] == "kv_cache_format")
     assert "FP16" in note and "2 bytes per value" in note
+    # the same FP8 model on TensorRT-LLM: the checkpoint's FP8 KV cache, 1 byte → 65,536 bytes per token
+    _, trt, _ = quote(tmp_path, "fp8-trt", ONE_STREAM.replace("precision: bf16", "precision: fp8\nserving_engine: tensorrt-llm"),
+                      ruleset, formats=("json",))
+    assert trt["results"]["kv_cache_bytes_per_token"] == 65536
+    note = next(w["message"] for w in trt["warnings"] if w["code"] == "kv_cache_format")
+    assert "FP8" in note and "1 bytes per value" in note
