@@ -128,7 +128,8 @@ def summarise(table: pd.DataFrame) -> dict:
 def _stats(rows: pd.DataFrame) -> dict:
     err = rows["error"].abs()
     factor = (rows["estimated"] / rows["measured"]).map(lambda r: max(r, 1 / r) if r > 0 else math.inf)
-    worst = rows.loc[err.idxmax()] if err.notna().any() else rows.iloc[0]
+    # the worst case is the one furthest off by factor (over or under alike), so its name and factor agree
+    worst = rows.loc[factor.idxmax()] if factor.notna().any() else rows.iloc[0]
     return {"cases": int(len(rows)), "median_abs_error": float(err.median()),
             "within_25pct": float((err <= 0.25).mean()), "within_35pct": float((err <= 0.35).mean()),
             "within_factor_1_5": float((factor <= 1.5).mean()), "worst_case": str(worst["case"]),
