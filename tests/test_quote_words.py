@@ -328,3 +328,24 @@ def test_the_checked_sentence_states_the_band_of_the_likely_ranges(quotes):
     for lang, key in (("zh-TW", "online.zh-TW.yaml"), ("zh-CN", "online.zh-CN.yaml")):
         sentences = _checked_sentences(quotes[key])
         assert any(f"±{band:.0%}" in s and "最相近" in s for s in sentences), (lang, sentences)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_serving_software_is_named_whether_given_or_assumed(tmp_path, lang):
+    """Issue 24: the quote names the stack — under Compute when the intake gave it, among the assumptions
+    when it was left out — by its label in the quote's language, never by its id alone."""
+    m = messages(lang)
+    base = ONLINE.replace("currency: USD", f"language: {lang}")
+    given = tmp_path / "given.yaml"
+    given.write_text(base + "serving_engine: llama-cpp-python\n", encoding="utf-8")
+    blank = tmp_path / "blank.yaml"
+    blank.write_text(base, encoding="utf-8")
+    label = m.input_value("serving_engine", "llama-cpp-python")
+    assert label != "llama-cpp-python" and "Python" in label            # a name, in the quote's language
+    q = Quoted(given, tmp_path / "out")
+    compute = next(s for s in q.job.quote.sections if s.key == "compute")
+    assert [f.text for f in compute.figures if f.key == "serving_engine"] == [label]
+    assert label in q.html_text
+    assumed = Quoted(blank, tmp_path / "out2")
+    assert [f.key for f in assumed.job.quote.assumptions].count("serving_engine") == 1
+    assert not [f for s in assumed.job.quote.sections for f in s.figures if f.key == "serving_engine"]

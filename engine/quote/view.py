@@ -28,7 +28,7 @@ SECTIONS = (
      ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb",
       "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
       "max_concurrency")),
-    ("compute", ("gpu", "gpu_count", "utilization"),
+    ("compute", ("gpu", "gpu_count", "serving_engine", "training_framework", "utilization"),
      ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "goodput_used", "training_flops",
       "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
       "training_time_hours_at_default", "gpu_hours")),
@@ -51,7 +51,7 @@ MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", 
                 "framework_overhead_gb")
 # Defaults that shape the figures, in the order the Assumptions list them when the intake left
 # them out (any other default the form filled in follows).
-ASSUMED = ("gpu_count", "utilization", "scaling_efficiency", "precision", "weight_precision",
+ASSUMED = ("gpu_count", "serving_engine", "training_framework", "utilization", "scaling_efficiency", "precision", "weight_precision",
            "kv_cache_precision", "finetune_method", "lora_rank", "epochs", "optimizer",
            "activation_checkpointing", "zero_stage", "tensor_parallel", "pipeline_parallel",
            "gpus_per_node", "global_batch_size", "micro_batch_size", "flash_attention",
