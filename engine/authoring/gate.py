@@ -78,11 +78,11 @@ def judge(facts: Facts, baseline: dict | None) -> Verdict:
     before = (baseline or {}).get("medians") or {}
     for group, after in sorted(facts.medians.items()):
         limit = at_most.get(group)
-        waived = group in accepted and after <= accepted[group]["up_to"]
-        if group in before and after > before[group] + step and waived:
+        risen = group in before and after > before[group] + step
+        if risen and group in accepted and after <= accepted[group]["up_to"]:
             verdict.accepted.append(f"{group} median |error| {before[group]:.1%} → {after:.1%}, accepted up to "
                                     f"{accepted[group]['up_to']:.1%}: {accepted[group]['why']}")
-        elif group in before and after > before[group] + step:
+        elif risen:
             verdict.worse.append(f"{group} median |error| {before[group]:.1%} → {after:.1%}, worse by more than "
                                  f"the {step:.1%} validation/gate.yaml allows (median_error_tolerance)")
         elif limit is not None and after > limit:
