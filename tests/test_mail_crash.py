@@ -107,6 +107,22 @@ def test_the_service_is_woken_by_idle_and_keeps_serving(mailbox):
     assert mailbox.counts() == {"INBOX": 0, "Processed": 2, "Failed": 0}
 
 
+def test_mail_that_comes_just_before_idle_ends_the_wait_at_once(mailbox):
+    # The window the test above can only hit by chance: mail delivered after the service's last
+    # search and before it idles. Dovecot announces it as IDLE starts, in the same packet as its
+    # "+ idling"; imaplib had read both into its buffer and imapclient's idle_check (it waits on
+    # the socket) waited the whole poll interval — 8 s here, each time.
+    mailbox.configure(idle=True, poll_seconds=8)
+    service = mailbox.service()
+    for n in range(3):
+        service.poll_once()                                 # searched: nothing new
+        mailbox.deliver(request(f"<between-{n}@example.com>"))
+        started = time.monotonic()
+        service._idle_or_sleep()                            # what `serve` does next
+        assert time.monotonic() - started < 4
+    assert service.poll_once() == 1                         # and the pass after it finds the mail
+
+
 def test_a_broken_config_stops_the_service_with_file_and_line(tmp_path):
     bad = tmp_path / "mail.toml"
     bad.write_text((ROOT / "docs" / "mail.example.toml").read_text().replace("poll_seconds", "poll_secs"))

@@ -619,7 +619,8 @@ class MailService:
         if self.config.idle and client is not None and client.has_capability("IDLE"):
             client.idle()
             try:
-                client.idle_check(timeout=self.config.poll_seconds)
+                if not _already_read(client):
+                    client.idle_check(timeout=self.config.poll_seconds)
             finally:
                 client.idle_done()
         else:
@@ -682,3 +683,21 @@ def _tls_context(server: ServerConfig) -> ssl.SSLContext | None:
     if server.security == "none":
         return None
     return ssl.create_default_context(cafile=server.ca_file or None)
+
+
+def _already_read(client) -> bool:
+    """Whether the connection holds server lines it has read but not yet handed over.
+
+    Mail that came after the last search is announced as IDLE starts, often in the same packet as
+    the server's "+ idling"; imaplib then reads both into its buffer, where imapclient's
+    `idle_check` never looks (it waits on the socket) — the new mail would wait a whole poll
+    interval. So the buffer is looked at first, without waiting."""
+    sock = client.socket()
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return bool(client._imap.file.peek(1))     # buffered bytes, or one read that does not wait
+    except OSError:                                # nothing there (TLS says so with an error)
+        return False
+    finally:
+        sock.settimeout(timeout)
