@@ -20,6 +20,10 @@ SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory"
                    "concurrency_used", "memory_concurrency", "meets_latency_targets", "stack_max_batch", "dp")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
+# Recomputing only as many layers as memory needs (Megatron-LM --recompute-method block
+# --recompute-num-layers, NeMo activations_checkpoint_num_layers): the planner's recompute is full
+# only when a smaller share does not fit; an intake's own activation_checkpointing is every layer.
+RECOMPUTE_SHARES = [0.25, 0.5, 0.75, 1.0]
 TIE = 0.005                 # layouts within 0.5% of the best are ties, settled by simplicity
 
 
@@ -105,6 +109,8 @@ def rank_layouts(frame, columns: dict, workload: str, values: dict) -> tuple[lis
 def chosen_layout(frame, columns: dict, best: int, workload: str, given: dict) -> dict[str, Any]:
     """Candidate `best` as layout keys and values (offline serving adds the batch it runs at)."""
     chosen = {k: _plain(columns[k][best]) for k in columns}
+    if chosen.get("recompute_share") in (0, 1):     # none or every layer: what activation_checkpointing says
+        del chosen["recompute_share"]
     if workload not in TRAINING and (workload != ONLINE or "concurrency" in given):
         chosen["concurrency"] = _plain(frame["concurrency_used"][best])
     return chosen
@@ -142,6 +148,7 @@ def _training_candidates(values: dict, shape: dict, given: dict) -> dict[str, np
     }
     for key, value in given.items():
         options[key] = [value]
+    options["recompute_share"] = [1.0] if "activation_checkpointing" in given else RECOMPUTE_SHARES
     rows = _training_rows(options, gpus, layers, batch)
     if not rows and batch:   # no layout divides the global batch: a team rounds the batch to one that does
         rows = _training_rows(options, gpus, layers, 0)
@@ -149,9 +156,10 @@ def _training_candidates(values: dict, shape: dict, given: dict) -> dict[str, np
         rows = [tuple(options[k][0] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel",
                                                 "expert_parallel", "micro_batch_size",
                                                 "virtual_pipeline_stages", "zero_stage",
-                                                "activation_checkpointing"))]
+                                                "activation_checkpointing"))
+                + (float(options["activation_checkpointing"][0]),)]
     names = ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel",
-             "micro_batch_size", "virtual_pipeline_stages", "zero_stage", "activation_checkpointing")
+             "micro_batch_size", "virtual_pipeline_stages", "zero_stage", "activation_checkpointing", "recompute_share")
     table = list(zip(*rows))
     columns = {name: np.asarray(col, dtype=bool if name == "activation_checkpointing" else float)
                for name, col in zip(names, table)}
@@ -180,7 +188,8 @@ def _training_rows(options: dict, gpus: int, layers: int, batch: int) -> list[tu
                                 continue          # at least one layer per model chunk (uneven splits allowed)
                             for zero in options["zero_stage"]:
                                 for recompute in options["activation_checkpointing"]:
-                                    rows.append((tp, pp, cp, ep, mbs, vpp, zero, recompute))
+                                    for share in (options["recompute_share"] if recompute else [0.0]):
+                                        rows.append((tp, pp, cp, ep, mbs, vpp, zero, recompute, share))
     return rows
 
 

@@ -155,7 +155,8 @@ def describe_layout(layout: dict) -> str:
             continue
         parts.append(f"{name} {value}")
     if layout.get("activation_checkpointing") is True:
-        parts.append("recompute")
+        share = layout.get("recompute_share")
+        parts.append(f"recompute {share:.0%} of layers" if share not in (None, 1) else "recompute")
     return " · ".join(parts) or "one GPU per replica"
 
 

@@ -10,7 +10,8 @@ from engine.quote.messages import Messages, finite
 
 # The layout fields in the order an engineer reads them.
 LAYOUT_ORDER = ("tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages", "context_parallel",
-                "expert_parallel", "zero_stage", "micro_batch_size", "activation_checkpointing", "concurrency")
+                "expert_parallel", "zero_stage", "micro_batch_size", "activation_checkpointing", "recompute_share",
+                "concurrency")
 
 
 @dataclass
