@@ -14,13 +14,13 @@ from engine.calc.fitting import load_coefficients
 from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
 
-# Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and its folded
-# held-out set in (56 sources); the figures reached are in docs/accuracy.md (training 8.4%, 95% within
-# ±35%; inference 10.0%, 91% within ×1.5; memory 0.7%). A change that makes any of them worse fails here.
+# Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
+# held-out sets in (65 sources); the figures reached are in docs/accuracy.md (training 8.5%, 93% within
+# ±35%; inference 14.2%, 82% within ×1.5; memory 0.75%). A change that makes any of them worse fails here.
 # Issue 24 aims at inference ≤ 10% and training ≤ 7%: not reached — these hold what was. (Folding the
-# held-out set in first raised inference from 12.3% to 18.6%: docs/holdout.md.)
-TARGETS = {"training": {"median_abs_error": 0.09, "within_35pct": 0.94},
-           "inference": {"median_abs_error": 0.105, "within_factor_1_5": 0.90},
+# second held-out set in raised inference from 9.9% to 14.2%: docs/holdout.md.)
+TARGETS = {"training": {"median_abs_error": 0.09, "within_35pct": 0.93},
+           "inference": {"median_abs_error": 0.145, "within_factor_1_5": 0.82},
            "memory": {"median_abs_error": 0.01}}
 
 
@@ -45,6 +45,9 @@ NEW_EVIDENCE_MEDIAN = 0.29
 # any model change saw them, then folded in. Serving median |error| as first measured at 4359345: 17.4%
 # on 40 figures; training 15.6% on 9; memory 2.6% on 5 (docs/holdout.md). A change may only lower them.
 HELD_OUT_FIRST_MEASURED = {"inference": 0.174, "training": 0.156, "memory": 0.026}
+# The second held-out set (cases H2-*): 9 more sources, scored once at 87d427c before the 2026-12-04 afternoon
+# changes (serving 36.0% on 54 figures, training 16.0% on 13, memory 9.6% on 4), then folded in.
+SECOND_HELD_OUT_FIRST_MEASURED = {"inference": 0.360, "training": 0.160, "memory": 0.096}
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +89,15 @@ def test_new_evidence_is_no_worse_than_first_measured(table, cases):
     assert rows["error"].abs().median() <= NEW_EVIDENCE_MEDIAN, rows[["case", "error"]]
 
 
-@pytest.mark.parametrize("group", sorted(HELD_OUT_FIRST_MEASURED))
-def test_held_out_figures_are_no_worse_than_first_measured(table, group):
-    rows = table[table["case"].str.startswith("H-") & (table["group"] == group)]
-    assert len(rows) >= {"inference": 40, "training": 9, "memory": 5}[group]
-    assert rows["error"].abs().median() <= HELD_OUT_FIRST_MEASURED[group], rows[["case", "error"]]
+@pytest.mark.parametrize("prefix, group, figures, ceiling",
+                         [("H-", g, {"inference": 40, "training": 9, "memory": 5}[g], HELD_OUT_FIRST_MEASURED[g])
+                          for g in sorted(HELD_OUT_FIRST_MEASURED)]
+                         + [("H2-", g, {"inference": 54, "training": 13, "memory": 4}[g], SECOND_HELD_OUT_FIRST_MEASURED[g])
+                            for g in sorted(SECOND_HELD_OUT_FIRST_MEASURED)])
+def test_held_out_figures_are_no_worse_than_first_measured(table, prefix, group, figures, ceiling):
+    rows = table[table["case"].str.startswith(prefix) & (table["group"] == group)]
+    assert len(rows) >= figures
+    assert rows["error"].abs().median() <= ceiling, rows[["case", "error"]]
 
 
 @pytest.mark.parametrize("group", sorted(TARGETS))
@@ -157,14 +164,15 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
         [({k: (v,) for k, v in r["match"].items()}, pytest.approx(r["band"])) for r in rows]
     assert [r.value for r in figures.rows] == [r["figures"] for r in rows]
     # TensorRT-LLM on Hopper, the best-measured, is narrower than a configuration outside the evidence
-    assert table.find(("tensorrt-llm", "hopper")).value < table.find(("tgi", "blackwell")).value
-    assert figures.find(("tgi", "blackwell")).value == 0
+    # (Hugging Face Transformers has 3 serving figures, below the 4 a band needs; none on Blackwell)
+    assert table.find(("tensorrt-llm", "hopper")).value < table.find(("transformers", "blackwell")).value
+    assert figures.find(("transformers", "blackwell")).value == 0
 
 
 def test_a_configuration_outside_the_evidence_says_so(ruleset):
     base = {"workload": "online-inference", "model": "llama-3.1-8b", "gpu_count": 1, "prompt_tokens": 1000,
             "output_tokens": 200}
-    outside = evaluate({**base, "gpu": "B200", "serving_engine": "tgi"}, ruleset)
+    outside = evaluate({**base, "gpu": "B200", "serving_engine": "transformers"}, ruleset)
     inside = evaluate({**base, "gpu": "H100", "serving_engine": "tensorrt-llm"}, ruleset)
     assert [n.code for n in outside.warnings if n.code == "outside_evidence"] == ["outside_evidence"]
     assert not [n for n in inside.warnings if n.code == "outside_evidence"]
@@ -287,7 +295,7 @@ def test_quotes_show_the_band_and_the_runs_they_were_checked_against(tmp_path, r
     band = ruleset.tables["inference_evidence"].find(("vllm", "hopper")).value    # vLLM by default, on H100
     assert v["inference_band"] == pytest.approx(min(band, 0.9))
     assert v["ttft_ms_low"] == pytest.approx(v["ttft_ms"] * (1 - v["inference_band"]))
-    assert v["ttft_ms_high"] == pytest.approx(v["ttft_ms"] * (1 + band))
+    assert v["ttft_ms_high"] == pytest.approx(v["ttft_ms"] * (1 + min(band, 0.9)))
     html = (tmp_path / "llama-70b-online-8xh100.quote.html").read_text(encoding="utf-8")
     assert "likely" in html and "published runs" in html
     assert "TensorRT-LLM Performance Overview" in html          # one of the inference sources
