@@ -106,10 +106,12 @@ def test_checkpoint_size_of_a_70b_model_with_adamw(tmp_path):
 def test_interruptions_at_llama_3s_rate(tmp_path):
     results, _, sheet, _, page = quote(tmp_path, **PRETRAIN_512)
     # expected interruptions = 1.97327e-5 per GPU-hour × the GPU-hours of training steps, which are
-    # the run's GPU-hours × its productive share (0.82 for a run this long)
+    # the run's GPU-hours × its productive share: for a run this long (more than one interruption expected)
+    # the whole long-run share, compute.yaml's goodput_share (fitted: 0.81 now)
     assert LLAMA3_RATE == pytest.approx(1.97327e-5, rel=1e-5)
-    assert results["goodput_used"] == pytest.approx(0.82)
-    assert results["expected_interruptions"] == pytest.approx(LLAMA3_RATE * results["gpu_hours"] * 0.82)
+    share = results["goodput_share"]
+    assert 0.5 < share < 1 and results["goodput_used"] == pytest.approx(share)
+    assert results["expected_interruptions"] == pytest.approx(LLAMA3_RATE * results["gpu_hours"] * share)
     # the finish is a Poisson spread around the quoted time: p90 ≥ p50, both near it
     assert results["completion_days_p50"] <= results["completion_days_p90"]
     assert results["completion_days_p90"] == pytest.approx(results["training_time_days"], rel=0.05)
