@@ -208,27 +208,31 @@ EVIDENCE_MIN_FIGURES = 4     # a band rests on at least this many figures
 OUTSIDE_MARGIN = 0.10        # past all the evidence: the band of every figure, and this much more
 
 
+EVIDENCE_KEYS = ("serving_engine_used", "gpu_family", "weight_kind")     # the inference_evidence table's columns
+
+
 def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
-    """Each serving case's serving software and GPU family, as the bands are looked up by."""
+    """Each serving case's serving software, GPU family and weight format kind, as the bands are looked up by."""
     out = {}
     for case in cases:
         if case.group == "inference":
-            got = evaluate(dict(case.intake), ruleset, only=["serving_engine_used", "gpu_family"]).values
-            out[case.id] = {"serving_engine_used": str(got["serving_engine_used"]), "gpu_family": str(got["gpu_family"])}
+            got = evaluate(dict(case.intake), ruleset, only=list(EVIDENCE_KEYS)).values
+            out[case.id] = {k: str(got[k]) for k in EVIDENCE_KEYS}
     return out
 
 
 def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:
-    """Serving bands by the nearest evidence, most specific first: serving software and GPU family
-    together, then the software alone, then the family alone, wherever at least
-    EVIDENCE_MIN_FIGURES figures measured it; each the 80th percentile of their out-of-sample
-    |error| rounded up to 5% (`band`). Past all of them: the widest of those, and at least every
-    figure's band plus OUTSIDE_MARGIN."""
+    """Serving bands by the nearest evidence, most specific first: serving software, GPU family and
+    weight format kind (16-bit or quantised) together, then software and family, then the software
+    alone, then the family alone, wherever at least EVIDENCE_MIN_FIGURES figures measured it; each the
+    80th percentile of their out-of-sample |error| rounded up to 5% (`band`). Past all of them: the
+    widest of those, and at least every figure's band plus OUTSIDE_MARGIN."""
     rows = oos[oos["group"] == "inference"].copy()
-    for column in ("serving_engine_used", "gpu_family"):
+    for column in EVIDENCE_KEYS:
         rows[column] = rows["case"].map(lambda c, col=column: keys[c][col])
     out = []
-    for columns in (["serving_engine_used", "gpu_family"], ["serving_engine_used"], ["gpu_family"]):
+    for columns in (list(EVIDENCE_KEYS), ["serving_engine_used", "gpu_family"], ["serving_engine_used"],
+                    ["gpu_family"]):
         for key, group in rows.groupby(columns):
             if len(group) >= EVIDENCE_MIN_FIGURES:
                 out.append({"match": dict(zip(columns, key)), "band": band(group, "inference"),

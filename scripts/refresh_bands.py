@@ -67,6 +67,8 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
         stack, family = stacks.get(match.get("serving_engine_used", ""), ""), match.get("gpu_family")
         where = (f"{stack} on {FAMILIES.get(family, family)} GPUs" if stack and family
                  else stack or f"{FAMILIES.get(family, family)} GPUs")
+        if kind := match.get("weight_kind"):
+            where += f" with {'16-bit' if kind == '16-bit' else 'quantised'} weights"
         sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
         if match:
             why = (f"{where}: 80th percentile of the out-of-sample |error| of {row['figures']} figures "

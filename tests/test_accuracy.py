@@ -165,8 +165,11 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
     assert [r.value for r in figures.rows] == [r["figures"] for r in rows]
     # TensorRT-LLM on Hopper, the best-measured, is narrower than a configuration outside the evidence
     # (Hugging Face Transformers has 3 serving figures, below the 4 a band needs; none on Blackwell)
-    assert table.find(("tensorrt-llm", "hopper")).value < table.find(("transformers", "blackwell")).value
-    assert figures.find(("transformers", "blackwell")).value == 0
+    assert table.find(("tensorrt-llm", "hopper", "quantized")).value < \
+        table.find(("transformers", "blackwell", "16-bit")).value
+    assert figures.find(("transformers", "blackwell", "16-bit")).value == 0
+    # the nearest evidence tells the weight kinds apart: vLLM on Hopper in 16 bits has its own band
+    assert table.find(("vllm", "hopper", "16-bit")) is not table.find(("vllm", "hopper", "quantized"))
 
 
 def test_a_configuration_outside_the_evidence_says_so(ruleset):
@@ -292,7 +295,7 @@ def test_quotes_show_the_band_and_the_runs_they_were_checked_against(tmp_path, r
     job = run_job(ROOT / "samples" / "llama-70b-online-8xh100.yaml", tmp_path)
     assert job.ok, job.problems
     v = job.results.values
-    band = ruleset.tables["inference_evidence"].find(("vllm", "hopper")).value    # vLLM by default, on H100
+    band = ruleset.tables["inference_evidence"].find(("vllm", "hopper", "16-bit")).value  # vLLM by default, H100, BF16
     assert v["inference_band"] == pytest.approx(min(band, 0.9))
     assert v["ttft_ms_low"] == pytest.approx(v["ttft_ms"] * (1 - v["inference_band"]))
     assert v["ttft_ms_high"] == pytest.approx(v["ttft_ms"] * (1 + min(band, 0.9)))
