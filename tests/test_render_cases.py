@@ -216,7 +216,12 @@ def test_scaling_columns_layout_speedup_and_the_estimates_own_efficiency(tmp_pat
     # the four counts that cannot hold the model do not run: no time, speedup or cost is shown for them
     # (issue 22: nothing quoted as if it ran); where the model fits, the speedup is as before
     assert columns["training_time_days"].values[:4] == [None] * 4 and columns["cost_total"].values[:4] == [None] * 4
-    assert columns["speedup"].values[:4] == [None] * 4 and columns["speedup"].values[4] > 1
+    assert columns["speedup"].values[:4] == [None] * 4
+    # the base is the first count that runs, counted as its GPUs (a row that cannot run is no base):
+    # speedup at n = 16 × time(16) ÷ time(n)
+    times = columns["training_time_days"].values
+    assert columns["speedup"].values[4] == pytest.approx(16)
+    assert columns["speedup"].values[5:] == pytest.approx([16 * times[4] / t for t in times[5:]])
     # the efficiency column is the rule's scaling_efficiency per count (0.9 at 16 GPUs in make_grid),
     # not a second efficiency worked out from the speedup
     assert columns["scaling_efficiency"].values[4] == pytest.approx(0.9)

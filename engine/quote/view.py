@@ -512,7 +512,7 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
                               shown))
         if key in ("training_time_days", "training_time_hours", "output_tokens_per_s"):
             columns += [Column(c.key, c.label, c.unit, [v if ok else None for v, ok in zip(c.values, runs)])
-                        for c in _speedup(m, key, counts, cells)]
+                        for c in _speedup(m, key, counts, cells, runs)]
             if "scaling_efficiency" in grid and "scaling_efficiency" in values:
                 step = steps.get("scaling_efficiency")
                 columns.append(Column("scaling_efficiency",
@@ -534,10 +534,13 @@ def _layout_text(m: Messages, layout: dict) -> str:
     return m("scaling.joiner").join(parts)
 
 
-def _speedup(m: Messages, key: str, counts: list[int], values: list) -> list[Column]:
-    base = values[0]
-    if not all(finite(x) and x > 0 for x in values):
+def _speedup(m: Messages, key: str, counts: list[int], values: list, runs: list[bool]) -> list[Column]:
+    if not all(finite(x) and x > 0 for x in values) or not any(runs):
         return []
-    # relative to the smallest configuration
-    ratio = [(base / x if "time" in key else x / base) * counts[0] for x in values]
+    # relative to the smallest configuration that runs, counted as its GPUs: a row that cannot hold the
+    # model shows no time, so it cannot be the base either (its time may assume recomputation the
+    # larger layouts avoid, which made 64 GPUs read as 82× faster than one)
+    first = runs.index(True)
+    base = values[first]
+    ratio = [(base / x if "time" in key else x / base) * counts[first] for x in values]
     return [Column("speedup", m("columns.speedup"), "", ratio)]
