@@ -197,9 +197,12 @@ def check_limits(summary: dict, limits) -> list[str]:
 
 
 def band(table: pd.DataFrame, group: str) -> float:
-    """The uncertainty band of a group's figures: 80th percentile of |error|, rounded up to 5%."""
-    errors = table[table["group"] == group]["error"].abs()
-    return math.ceil(round(float(errors.quantile(0.8)) * 20, 6)) / 20
+    """The uncertainty band of a group's figures: the 80th percentile of how far off each estimate is
+    as a ratio, |log(estimated / measured)|, as a factor less one, rounded up to 5%. A ratio, because a
+    likely range is the estimate divided and multiplied by 1 + band: an estimate at a tenth of the
+    measurement is as far off as one at ten times it, and the range never reaches zero."""
+    ratios = np.abs(np.log1p(table[table["group"] == group]["error"].astype(float)))
+    return math.ceil(round(math.expm1(float(ratios.quantile(0.8))) * 20, 6)) / 20
 
 
 

@@ -59,7 +59,7 @@ def _stack_names() -> dict[str, str]:
 
 
 def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
-    accepted = _accepts(text, "inference_evidence_figures")
+    accepted, accepted_bands = _accepts(text, "inference_evidence_figures"), _accepts(text, "inference_evidence")
     bands, figures = [], []
     for row in rows:
         match = row["match"]
@@ -71,12 +71,14 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
             where += f" with {'16-bit' if kind == '16-bit' else 'quantised'} weights"
         sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
         if match:
-            why = (f"{where}: 80th percentile of the out-of-sample |error| of {row['figures']} figures "
-                   f"from {sources} (sizing validate --cv)")
+            why = (f"{where}: 80th percentile of how far the out-of-sample estimates of {row['figures']} figures "
+                   f"from {sources} land, as a ratio either way (sizing validate --cv)")
         else:
             why = ("no published run measured this serving software or GPU family: the widest band of the rows "
                    f"above, and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
-        bands.append(f"      - {{{keys}band: {row['band']:g},\n         evidence: \"{why}\"}}\n")
+        band_accept = accepted_bands.get(keys)
+        bands.append(f"      - {{{keys}band: {row['band']:g},\n         evidence: \"{why}\""
+                     + (f",\n         accept: \"{band_accept}\"}}\n" if band_accept else "}\n"))
         count = "published serving figures measured like this" if match else "none: outside the evidence"
         accept = accepted.get(keys)
         figures.append(f"      - {{{keys}figures: {row['figures']},\n         evidence: \"{count}\""

@@ -312,22 +312,26 @@ def test_a_compute_rate_in_a_warning_says_its_unit(quotes):
 
 
 def test_the_checked_sentence_states_the_band_of_the_likely_ranges(quotes):
-    """The sentence under the sources says what the "likely" ranges mean, with their own width: the online
-    sample's time per output token 29.37 ms (likely 24.96–33.77) is ±15% (24.96 / 29.37 = 0.85), and the
-    sentence must say ±15%, of the runs most like this configuration, not of every run checked."""
+    """The sentence under the sources says what the "likely" ranges mean, with their own width: a band is
+    a ratio either way, so a sentence saying "÷ 1.15 to × 1.15" has every serving figure's range run from
+    its value ÷ 1.15 to its value × 1.15 (29.37 ms ÷ 1.15 = 25.54), of the runs most like this
+    configuration, not of every run checked."""
     q = quotes["llama-70b-online-8xh100.yaml"]
     sentence = next(s for s in _checked_sentences(q) if s.startswith("Inference"))
-    band = float(re.search(r"±(\d+)%", sentence).group(1)) / 100
+    factor = float(re.search(r"÷ ([\d.]+) to × \1 ", sentence).group(1))
+    down, up = re.search(r"\(−(\d+)% to \+(\d+)%\)", sentence).groups()
+    assert int(up) == round((factor - 1) * 100) and int(down) == round((1 - 1 / factor) * 100), sentence
     assert "most like this configuration" in sentence and "land within" not in sentence
     ranged = [f["text"] for f in q.doc["key_figures"]          # the serving figures (memory has its own band)
               if "likely" in f["text"] and re.search(r"token|throughput", f["label"], re.I)]
     assert len(ranged) >= 3, q.doc["key_figures"]
     for text in ranged:
         value, low, high = (float(x.replace(",", "")) for x in re.findall(r"[\d,]+\.?\d*", text)[:3])
-        assert low == pytest.approx(value * (1 - band), rel=0.02), text
+        assert low == pytest.approx(value / factor, rel=0.02), text
+        assert high == pytest.approx(value * factor, rel=0.02), text
     for lang, key in (("zh-TW", "online.zh-TW.yaml"), ("zh-CN", "online.zh-CN.yaml")):
         sentences = _checked_sentences(quotes[key])
-        assert any(f"±{band:.0%}" in s and "最相近" in s for s in sentences), (lang, sentences)
+        assert any(f"÷ {factor:g} 至 × {factor:g}" in s and "最相近" in s for s in sentences), (lang, sentences)
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -237,8 +237,10 @@ def _checked(m: Messages, values: dict) -> list[str]:
         runs = checked_against(kind)
         band = values.get(f"{kind}_band")
         if runs and finite(band):
-            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs),
-                         band=f"{band:.0%}", runs="; ".join(source_names(runs))))
+            # a band is a ratio either way (engine/validation.py): ÷ and × the same factor
+            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs), factor=f"{1 + band:.3g}",
+                         down=f"{-band / (1 + band):.0%}".replace("-", "−"), up=f"{band:.0%}",
+                         runs="; ".join(source_names(runs))))
     return out
 
 
