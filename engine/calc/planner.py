@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
-from engine.calc.evaluate import evaluate, evaluate_columns, input_values
+from engine.calc.evaluate import evaluate, evaluate_columns, evaluate_families, input_values
 from engine.calc.targets import positive
 from engine.contract import INFERENCE_LAYOUT, TRAINING_LAYOUT
 
@@ -72,9 +72,10 @@ def plan_layout(values: dict, ruleset) -> Plan:
 
 def _best(values: dict, ruleset, shape: dict, given: dict, workload: str) -> Plan:
     training = workload in TRAINING
-    columns = layout_candidates(values, shape, given, workload)
+    families = layout_families(values, shape, given, workload)
+    frame = evaluate_layouts(values, ruleset, families, only=plan_outputs(workload))
+    columns = candidate_columns(frame, families)
     count = len(next(iter(columns.values())))
-    frame = evaluate_columns(values, ruleset, columns, count, only=plan_outputs(workload))
     order, feasible = rank_layouts(frame, columns, workload, values)
     best = order[0]
     chosen = chosen_layout(frame, columns, best, workload, given)
@@ -94,6 +95,33 @@ def layout_candidates(values: dict, shape: dict, given: dict, workload: str) -> 
     return _serving_candidates(values, shape, given, workload)
 
 
+def layout_families(values: dict, shape: dict, given: dict, workload: str
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """layout_candidates as (layouts, inner, family): the candidates are the layouts repeated by
+    `family`, beside the `inner` columns that vary within one layout (training: the recompute share)."""
+    if workload in TRAINING:
+        layouts, shares, family = _training_families(values, shape, given)
+        return layouts, {"recompute_share": shares}, family
+    layouts = _serving_candidates(values, shape, given, workload)
+    return layouts, {}, np.arange(len(next(iter(layouts.values()))))
+
+
+def evaluate_layouts(values: dict, ruleset, families: tuple, *, only: Iterable[str]) -> dict[str, np.ndarray]:
+    """The results `only` of every candidate of `families`, with the candidates' layout columns.
+    Most rules do not read the recompute share, so they are computed once per layout, not once
+    per share (evaluate_families): the same figures as evaluating every candidate in full."""
+    layouts, inner, family = families
+    if not inner:
+        return evaluate_columns(values, ruleset, layouts, len(family), only=only)
+    return evaluate_families(values, ruleset, layouts, len(next(iter(layouts.values()))), inner, family, only=only)
+
+
+def candidate_columns(frame: dict, families: tuple) -> dict[str, np.ndarray]:
+    """The candidates' layout columns (as layout_candidates gives them) from evaluate_layouts' frame."""
+    layouts, inner, _ = families
+    return {k: frame[k] for k in (*layouts, *inner)}
+
+
 def plan_outputs(workload: str) -> tuple[str, ...]:
     """The results the candidates are judged by."""
     return TRAINING_OUTPUTS if workload in TRAINING else SERVING_OUTPUTS
@@ -101,9 +129,39 @@ def plan_outputs(workload: str) -> tuple[str, ...]:
 
 def rank_layouts(frame, columns: dict, workload: str, values: dict) -> tuple[list[int], np.ndarray]:
     """Candidate indexes best first, and which of them are feasible."""
+    keys, feasible = _rank_keys(frame, columns, workload, values)
+    return list(np.lexsort(keys)), feasible
+
+
+def best_layout(frame, columns: dict, workload: str, values: dict) -> int:
+    """rank_layouts' first candidate, found without sorting them all (the sweep keeps only the best)."""
+    keys, _ = _rank_keys(frame, columns, workload, values)
+    return first_lexsorted(keys)
+
+
+def first_lexsorted(keys: tuple) -> int:
+    """np.lexsort(keys)[0] in linear time: narrow the candidates to the least value of the last key,
+    then of the one before, …; the earliest index settles what is left. Sorting puts NaN after
+    every number and treats NaNs as equal, so NaN counts as least only where all are NaN."""
+    index = np.arange(len(keys[0]))
+    for key in reversed(keys):
+        values = np.asarray(key)[index]
+        if values.dtype.kind == "f":
+            numbers = ~np.isnan(values)
+            if not numbers.any():
+                continue
+            index, values = index[numbers], values[numbers]
+        index = index[values == values.min()]
+        if len(index) == 1:
+            break
+    return int(index[0])
+
+
+def _rank_keys(frame, columns: dict, workload: str, values: dict) -> tuple[tuple, np.ndarray]:
+    """The np.lexsort keys that order the candidates (last key first), and which are feasible."""
     if workload in TRAINING:
-        return _rank_training(frame, columns)
-    return _rank_serving(frame, columns, workload, values)
+        return _training_keys(frame, columns)
+    return _serving_keys(frame, columns, workload, values)
 
 
 def chosen_layout(frame, columns: dict, best: int, workload: str, given: dict) -> dict[str, Any]:
@@ -124,7 +182,18 @@ def given_layout(values: dict, workload: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- training
 
+LAYOUT_KEYS = ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel",
+               "micro_batch_size", "virtual_pipeline_stages", "zero_stage", "activation_checkpointing")
+
+
 def _training_candidates(values: dict, shape: dict, given: dict) -> dict[str, np.ndarray]:
+    columns, shares, family = _training_families(values, shape, given)
+    return {**{k: v[family] for k, v in columns.items()}, "recompute_share": shares}
+
+
+def _training_families(values: dict, shape: dict, given: dict) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """(layouts, shares, family): every layout the planner weighs (one row each, no recompute share),
+    then the candidates: each layout that recomputes once per recompute share, `family` naming its layout."""
     gpus = _count(values.get("gpu_count"))
     layers, heads, kv = (_count(shape.get(k)) for k in ("n_layers", "n_heads", "n_kv_heads"))
     per_node = _count(shape.get("gpus_per_node_used")) or 8
@@ -148,52 +217,52 @@ def _training_candidates(values: dict, shape: dict, given: dict) -> dict[str, np
     }
     for key, value in given.items():
         options[key] = [value]
-    options["recompute_share"] = [1.0] if "activation_checkpointing" in given else RECOMPUTE_SHARES
-    rows = _training_rows(options, gpus, layers, batch)
-    if not rows and batch:   # no layout divides the global batch: a team rounds the batch to one that does
-        rows = _training_rows(options, gpus, layers, 0)
-    if not rows:   # nothing divides evenly: fall back to the plainest layout the intake allows
-        rows = [tuple(options[k][0] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel",
-                                                "expert_parallel", "micro_batch_size",
-                                                "virtual_pipeline_stages", "zero_stage",
-                                                "activation_checkpointing"))
-                + (float(options["activation_checkpointing"][0]),)]
-    names = ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel",
-             "micro_batch_size", "virtual_pipeline_stages", "zero_stage", "activation_checkpointing", "recompute_share")
-    table = list(zip(*rows))
-    columns = {name: np.asarray(col, dtype=bool if name == "activation_checkpointing" else float)
-               for name, col in zip(names, table)}
+    shares = [1.0] if "activation_checkpointing" in given else RECOMPUTE_SHARES
+    layouts = _training_layouts(options, gpus, layers, batch)
+    if not len(layouts["tensor_parallel"]) and batch:
+        # no layout divides the global batch: a team rounds the batch to one that does
+        layouts = _training_layouts(options, gpus, layers, 0)
+    if not len(layouts["tensor_parallel"]):
+        # nothing divides evenly: the plainest layout the intake allows, recomputing all layers or none
+        layouts = {k: np.asarray(options[k][:1], dtype=bool if k == "activation_checkpointing" else float)
+                   for k in LAYOUT_KEYS}
+        shares = [float(options["activation_checkpointing"][0])]
     if experts <= 1 and "expert_parallel" not in given:
-        del columns["expert_parallel"]
-    return columns
+        del layouts["expert_parallel"]
+    # a layout without recomputation is one candidate (share 0); one with it, one per share
+    recompute = layouts["activation_checkpointing"]
+    family = np.repeat(np.arange(len(recompute)), np.where(recompute, len(shares), 1))
+    within = np.arange(len(family)) - np.searchsorted(family, family)        # 0, 1, … within each layout
+    share = np.where(recompute[family], np.asarray(shares, dtype=float)[np.minimum(within, len(shares) - 1)], 0.0)
+    return layouts, share, family
 
 
-def _training_rows(options: dict, gpus: int, layers: int, batch: int) -> list[tuple]:
-    """Every combination of the options that divides the GPUs (and the global batch, when given)."""
-    rows = []
-    for tp in options["tensor_parallel"]:
-        for pp in options["pipeline_parallel"]:
-            for cp in options["context_parallel"]:
-                if gpus % (tp * pp * cp):
-                    continue
-                dp = gpus // (tp * pp * cp)
-                for ep in options["expert_parallel"]:
-                    if (dp * cp) % ep:
-                        continue
-                    for mbs in options["micro_batch_size"]:
-                        if batch and (batch % (dp * mbs) or batch < dp * mbs):
-                            continue
-                        for vpp in (options["virtual_pipeline_stages"] if pp > 1 else [1]):
-                            if vpp > 1 and layers and layers < pp * vpp:
-                                continue          # at least one layer per model chunk (uneven splits allowed)
-                            for zero in options["zero_stage"]:
-                                for recompute in options["activation_checkpointing"]:
-                                    for share in (options["recompute_share"] if recompute else [0.0]):
-                                        rows.append((tp, pp, cp, ep, mbs, vpp, zero, recompute, share))
-    return rows
+def _training_layouts(options: dict, gpus: int, layers: int, batch: int) -> dict[str, np.ndarray]:
+    """Every combination of the options that divides the GPUs (and the global batch, when given),
+    one array per layout key, in the order of nested loops over LAYOUT_KEYS (the last fastest)."""
+    sizes = [len(options[k]) for k in LAYOUT_KEYS]
+    index = np.indices(sizes).reshape(len(sizes), -1)
+    pick = {k: np.asarray(options[k], dtype=bool if k == "activation_checkpointing" else float)[i]
+            for k, i in zip(LAYOUT_KEYS, index)}
+    tp, pp, cp, ep = (pick[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel"))
+    mbs, vpp = pick["micro_batch_size"], pick["virtual_pipeline_stages"]
+    with np.errstate(all="ignore"):
+        split = tp * pp * cp
+        keep = gpus % split == 0
+        dp = gpus // split
+        keep &= (dp * cp) % ep == 0
+        if batch:
+            keep &= (batch % (dp * mbs) == 0) & (batch >= dp * mbs)
+    # one pipeline stage has no virtual stages: it takes the first option only, as 1
+    staged = pp > 1
+    keep &= staged | (index[LAYOUT_KEYS.index("virtual_pipeline_stages")] == 0)
+    pick["virtual_pipeline_stages"] = vpp = np.where(staged, vpp, 1.0)
+    if layers:
+        keep &= ~((vpp > 1) & (layers < pp * vpp))     # at least one layer per model chunk (uneven splits allowed)
+    return {k: v[keep] for k, v in pick.items()}
 
 
-def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
+def _training_keys(frame, columns) -> tuple[tuple, np.ndarray]:
     """Fastest layout that fits with memory to spare (rules/capacity.yaml, memory_limit_gb), else the
     fastest that fits; ties go to the simpler layout. Nothing fits: the leanest."""
     fits = np.asarray(frame["fits_in_memory"], dtype=bool)
@@ -202,8 +271,8 @@ def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
                         <= np.asarray(frame["memory_limit_gb"], dtype=float))
         if roomy.any():
             lean = {k: v for k, v in frame.items() if k != "memory_limit_gb"}
-            order, _ = _rank_training({**lean, "fits_in_memory": roomy}, columns)
-            return order, fits
+            keys, _ = _training_keys({**lean, "fits_in_memory": roomy}, columns)
+            return keys, fits
     time = np.asarray(frame["step_time_s"], dtype=float)
     time = np.where(np.isfinite(time), time, np.inf)
     complexity = (np.log2(columns["tensor_parallel"]) + np.log2(columns["pipeline_parallel"])
@@ -216,7 +285,7 @@ def _rank_training(frame, columns) -> tuple[list[int], np.ndarray]:
         keys = (complexity, rounded, ~fits)          # np.lexsort: last key first
     else:
         keys = (complexity, np.asarray(frame["memory_per_gpu_gb"], dtype=float), ~fits)
-    return list(np.lexsort(keys)), fits
+    return keys, fits
 
 
 def _training_derived(values: dict, chosen: dict, shape: dict) -> dict:
@@ -241,7 +310,7 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
     return {"tensor_parallel": np.asarray(tps, dtype=float)}
 
 
-def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int], np.ndarray]:
+def _serving_keys(frame, columns, workload: str, values: dict) -> tuple[tuple, np.ndarray]:
     """Offline: most output tokens/s. Online: the most requests in flight that meet the targets."""
     fits = np.asarray(frame["fits_in_memory"], dtype=bool)
     tokens = np.nan_to_num(np.asarray(frame["output_tokens_per_s"], dtype=float), nan=0.0)
@@ -265,17 +334,17 @@ def _rank_serving(frame, columns, workload: str, values: dict) -> tuple[list[int
             carries = tokens >= rate * positive(values.get("output_tokens"))
             if (ok & carries).any():
                 keys = (tp, columns["concurrency"], ~(ok & carries))
-                return list(np.lexsort(keys)), ok & carries
+                return keys, ok & carries
         keys = (tp, -tokens, -columns["concurrency"], ~ok)
         if not ok.any():       # nothing meets the targets: the fastest single request
             ttft = np.nan_to_num(np.asarray(frame["ttft_ms"], dtype=float), nan=np.inf)
             keys = (tp, columns["concurrency"], ttft, ~fits)
-        return list(np.lexsort(keys)), ok
+        return keys, ok
     # prefer fewer GPUs per replica among layouts within 0.5% of the best throughput
     best = tokens[fits].max() if fits.any() else tokens.max()
     rounded = -np.floor(tokens / max(best * TIE, 1e-9))
     keys = (tp, rounded, ~fits)
-    return list(np.lexsort(keys)), fits
+    return keys, fits
 
 
 def model_copies(layout: dict, gpu_count: Any) -> int:
