@@ -9,8 +9,8 @@ import numpy as np
 
 from engine.calc.alternatives import priced_for
 from engine.calc.evaluate import evaluate, evaluate_columns, input_values
-from engine.calc.planner import (SHAPE, chosen_layout, given_layout, layout_candidates, model_copies,
-                                 plan_outputs, rank_layouts)
+from engine.calc.planner import (SHAPE, best_layout, candidate_columns, chosen_layout, evaluate_layouts, given_layout,
+                                 layout_families, model_copies, plan_outputs)
 from engine.calc.targets import CRITERIA, fewer_gpus_first, misses, objective_score
 from engine.problems import Problem, SizingError
 
@@ -91,36 +91,56 @@ def planned_rows(intake, ruleset, grid: dict[str, list], *, outputs: Iterable[st
             continue
         if gpu not in candidates:
             candidates[gpu] = _candidates(base, ruleset, counts, given, workload)
-        columns, blocks = candidates[gpu]
-        frame = evaluate_columns(base, ruleset, columns, len(columns["gpu_count"]), only=wanted)
-        scenarios += len(columns["gpu_count"])
-        for count, start, stop in blocks:
-            part = {k: v[start:stop] for k, v in frame.items()}
-            layouts = {k: v[start:stop] for k, v in columns.items() if k != "gpu_count"}
-            order, _ = rank_layouts(part, layouts, workload, {**values, "gpu_count": count})
-            best = order[0]
-            layout = chosen_layout(part, layouts, best, workload, given)
+        families, blocks = candidates[gpu]
+        frame = evaluate_layouts(base, ruleset, families, only=plan_outputs(workload))
+        columns = candidate_columns(frame, families)
+        layouts = {k: v for k, v in columns.items() if k != "gpu_count"}
+        scenarios += len(families[2])
+        best = [start + _best_of(frame, layouts, start, stop, workload, {**values, "gpu_count": count})
+                for count, start, stop in blocks]
+        figures = _figures(base, ruleset, columns, best, wanted)
+        for row, ((count, _, _), index) in enumerate(zip(blocks, best)):
+            layout = chosen_layout(frame, layouts, index, workload, given)
             rows.append({"gpu": gpu, "gpu_count": count, "precision": precision,
-                         **{k: _plain(part[k][best]) for k in wanted if k in part},
+                         **{k: _plain(figures[k][row]) for k in wanted if k in figures},
                          "layout_values": layout, "layout": describe_layout(layout),
                          "divides": model_copies(layout, count) > 0})
     return rows, scenarios, left_out
 
 
+def _best_of(frame: dict, layouts: dict, start: int, stop: int, workload: str, values: dict) -> int:
+    """The planner's choice among candidates start…stop (one GPU count), counted from start."""
+    part = {k: v[start:stop] for k, v in frame.items()}
+    return best_layout(part, {k: v[start:stop] for k, v in layouts.items()}, workload, values)
+
+
+def _figures(base: dict, ruleset, columns: dict, chosen: list[int], wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The figures `wanted` of the chosen candidates only: the layouts are ranked by a few results
+    (plan_outputs), so the rest — costs, days, energy — are computed for the one layout kept per
+    GPU count rather than for every layout weighed (the same values: each scenario's rules read
+    only its own row)."""
+    index = np.asarray(chosen, dtype=np.intp)
+    return evaluate_columns(base, ruleset, {k: v[index] for k, v in columns.items()}, len(index), only=wanted)
+
+
 def _candidates(base: dict, ruleset, counts: list[int], given: dict, workload: str):
-    """The planner's candidate layouts for every count, stacked with a gpu_count column, and each count's rows."""
+    """The planner's candidate layouts for every count, stacked with a gpu_count column (as
+    layout_families gives them), and each count's candidates (start, stop)."""
     shape = evaluate(base, ruleset, only=SHAPE).values
-    parts, blocks, start = [], [], 0
+    parts, blocks, start, offset = [], [], 0, 0
     for count in counts:
-        columns = layout_candidates({**base, "gpu_count": count}, shape, given, workload)
-        size = len(next(iter(columns.values())))
-        parts.append(columns)
+        layouts, inner, family = layout_families({**base, "gpu_count": count}, shape, given, workload)
+        size = len(family)
+        layouts = {**layouts, "gpu_count": np.full(len(next(iter(layouts.values()))), float(count))}
+        parts.append((layouts, inner, family + offset))
         blocks.append((count, start, start + size))
         start += size
-    keys = list(dict.fromkeys(k for p in parts for k in p))
-    stacked = {k: np.concatenate([p.get(k, np.ones(len(next(iter(p.values()))))) for p in parts]) for k in keys}
-    stacked["gpu_count"] = np.concatenate([np.full(stop - begin, float(count)) for count, begin, stop in blocks])
-    return stacked, blocks
+        offset += len(layouts["gpu_count"])
+    keys = list(dict.fromkeys(k for p in parts for k in p[0]))
+    stacked = {k: np.concatenate([p[0].get(k, np.ones(len(p[0]["gpu_count"]))) for p in parts]) for k in keys}
+    inner = {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]} if parts else {}
+    family = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.intp)
+    return (stacked, inner, family), blocks
 
 
 def _ranked(table: pd.DataFrame, values: dict, objective: str) -> pd.DataFrame:
