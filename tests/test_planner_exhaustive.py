@@ -61,8 +61,14 @@ def _exhaustive(values: dict, ruleset, only) -> tuple[dict, dict, list[int], np.
     """Every candidate (each recompute share its own row) evaluated in full and sorted."""
     workload = values["workload"]
     shape = evaluate(values, ruleset, only=SHAPE).values
-    columns = layout_candidates(values, shape, given_layout(values, workload), workload)
-    count = len(next(iter(columns.values())))
+    given = given_layout(values, workload)
+    keys = ["tensor_parallel", "pipeline_parallel", "context_parallel"] \
+        + (["expert_parallel"] if shape.get("is_moe") or "expert_parallel" in given else []) \
+        + ["micro_batch_size", "virtual_pipeline_stages", "zero_stage", "activation_checkpointing", "recompute_share"]
+    rows = _loops(values, shape, given, keys)     # the candidates written out as loops, not the planner's arrays
+    columns = {k: np.asarray(col, dtype=bool if k == "activation_checkpointing" else float)
+               for k, col in zip(keys, zip(*rows))}
+    count = len(rows)
     frame = evaluate_columns(values, ruleset, columns, count, only=only)
     order, feasible = rank_layouts(frame, columns, workload, values)
     return frame, columns, order, feasible
