@@ -24,6 +24,12 @@ MAX_BATCH = 4096            # the largest serving batch the planner tries (per r
 # --recompute-num-layers, NeMo activations_checkpoint_num_layers): the planner's recompute is full
 # only when a smaller share does not fit; an intake's own activation_checkpointing is every layer.
 RECOMPUTE_SHARES = [0.25, 0.5, 0.75, 1.0]
+# Every share is still weighed, not only the smallest that fits: a larger share is not always slower
+# (under ZeRO-3 with the data-parallel traffic all exposed the step time is flat in the share and
+# rounding decides — 73 of bench_sweep's 860,000 layouts step faster at a larger share; with context
+# parallelism a longer attention also hides more ring traffic, scaling.yaml cp_exposed_s), and the
+# runner-up the quote shows is often the chosen layout at the next share. What is saved instead is
+# the work: a layout's shares are evaluated together (evaluate_families), the share-free rules once.
 TIE = 0.005                 # layouts within 0.5% of the best are ties, settled by simplicity
 
 
