@@ -129,7 +129,7 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
 
 def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], count: int,
                       inner: dict[str, np.ndarray], family: np.ndarray, *,
-                      only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+                      only: Iterable[str]) -> dict[str, np.ndarray]:
     """evaluate_columns for scenarios that come in families: `columns` (`count` rows) hold what a
     family shares, `inner` (one row per scenario) what varies within it, `family[i]` scenario i's
     family. The result is evaluate_columns' on the columns repeated by `family` beside `inner`,
@@ -137,7 +137,7 @@ def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], cou
     is computed once per family and repeated, so only the few rules that depend on what varies
     pay for every scenario. (The planner's recompute share: four shares per layout; about 15 of
     the 150 rules it ranks layouts by read the share — compute, TP traffic and activations.)
-    Warnings are not computed (`only` is required)."""
+    Warnings are not computed: `only` names the results wanted."""
     family = np.asarray(family, dtype=np.intp)
     types = {**ruleset.input_types, **{r.name: r.type for r in ruleset.rules.values()}}
     merged = dict(values)
