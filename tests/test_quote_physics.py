@@ -356,7 +356,7 @@ def test_kv_cache_precision_the_form_and_the_quote_agree(tmp_path, ruleset):
     from engine.intake.form import current_form
     help_text = current_form().fields["kv_cache_precision"].help["en"]
     assert "8- and 4-bit precisions FP16 (vLLM's default)" in help_text
-    assert "FP8 with TensorRT-LLM on FP8 models" in help_text
+    assert "FP8 with TensorRT-LLM or Intel's Optimum Habana on FP8 models" in help_text
     _, doc, _ = quote(tmp_path, "fp8", ONE_STREAM.replace("precision: bf16", "precision: fp8"), ruleset,
                       formats=("json",))
     # Llama 3.1 8B on vLLM (the default stack): 2 (K, V) × 32 layers × 8 KV heads × 128 × 2 bytes (FP16)
