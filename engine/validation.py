@@ -11,7 +11,7 @@ import pandas as pd
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
-                                 load_coefficients)
+                                 load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
 from engine.intake.model import Intake
 from engine.job import validate_intake
@@ -65,8 +65,11 @@ class CrossValidation:
     folds: dict[str, dict[str, float]]     # held-out source → coefficients fitted without it
 
 
-def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] | None = None) -> CrossValidation:
-    """Leave-one-source-out: each figure estimated with coefficients chosen without its own source."""
+def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] | None = None,
+                   converge: bool = False) -> CrossValidation:
+    """Leave-one-source-out: each figure estimated with coefficients chosen without its own source.
+    `converge`: converged fits (engine/calc/fitting.py), each group's from the values fitted so far and
+    each fold's from the all-sources fit, so that nothing depends on the values the rule files hold."""
     coefficients = load_coefficients(ruleset) if coefficients is None else coefficients
     shipped = shipped_coefficients(ruleset, coefficients)
     frames, fitted, informed, folds = [], dict(shipped), {}, {}
@@ -74,14 +77,20 @@ def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] |
         mine = [c for c in coefficients if c.group == group]
         informed.update(informed_by(rows, ruleset, mine, shipped))
         usable = [c for c in mine if len(informed[c.rule]) >= MIN_SOURCES]
-        fitted.update({c.rule: v for c, v in zip(usable, _values(fit(rows, ruleset, usable, shipped), usable))})
+        # from the values fitted so far: another group's coefficients that these rows read (serving reads
+        # training's GEMM and attention shares) at their fit, not at whatever the rule files hold
+        chosen = fit(rows, ruleset, usable, fitted if converge else shipped, converge)
+        if converge:    # and from the middle of every range; the lower loss wins
+            middle = fit(rows, ruleset, usable, {**fitted, **{c.rule: (c.low + c.high) / 2 for c in usable}}, True)
+            chosen = min(chosen, middle, key=lambda v: float(loss_at(rows, ruleset, [v])[0]))
+        fitted.update({c.rule: v for c, v in zip(usable, _values(chosen, usable))})
         in_sample = estimates(rows, ruleset, _constant(shipped, len(rows)))
         out = np.full(len(rows), np.nan)
         sources = np.array(rows.source)
         for source in sorted(set(rows.source)):
             held = sources == source
             fold = [c for c in usable if len(informed[c.rule] - {source}) >= MIN_SOURCES]
-            chosen = fit(rows.subset(~held), ruleset, fold, shipped)
+            chosen = fit(rows.subset(~held), ruleset, fold, fitted if converge else shipped, converge)
             folds.setdefault(source, {}).update({c.rule: chosen[c.rule] for c in fold})
             test = rows.subset(held)
             out[held] = estimates(test, ruleset, _constant(chosen, len(test)))

@@ -17,6 +17,14 @@ from engine.problems import Problem, SizingError
 FITTING_FILE = HOME / "validation" / "fitting.yaml"
 GRID_POINTS = 17          # values tried per coefficient and round
 ROUNDS = 3                # coordinate-descent passes over the coefficients
+# A converged fit (fit(converge=True), sizing validate --cv --converged-fit):
+MAX_ROUNDS = 12           # passes, at most
+TOLERANCE = 1e-5          # a pass that lowers the loss less than this ends the fit
+SMOOTH = 0.05             # errors within ±5% (about the scatter of repeated runs) count quadratically:
+                          # without this, each figure's zero is a kink of the mean |log error| where the
+                          # descent stalls (converged fits from six starts: serving_attention_factor
+                          # 1.8-3.3; with it 2.3-2.4)
+PATTERN_STEPS = (0.5, 1, 1.5, 2, 3, 4, 6, 8)   # multiples of a pass's step tried along it
 OUTLIER = math.log(2)     # a figure more than 2× off counts as 2× off, so a few odd runs cannot steer a fit
 CELL = re.compile(r"^([A-Za-z_]\w*)\[(\d+)\]$")   # a table row as a coefficient: "stack_gemm[0]"
 
@@ -193,30 +201,72 @@ def log_errors(estimated: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ratio) & (ratio > 0), np.abs(np.log(np.where(ratio > 0, ratio, 1))), OUTLIER)
 
 
-def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, float]) -> dict[str, float]:
-    """Coordinate descent: each coefficient in turn takes the grid value that minimises the mean
-    |log error| of the rows (outliers capped), the others held; a few passes."""
+def _losses(rows: Rows, ruleset, points: list[dict[str, float]], smooth: float = 0.0) -> np.ndarray:
+    """The mean capped |log error| of the rows at each point (coefficient values), in one array pass;
+    with `smooth` (δ) each error is rounded off below δ (pseudo-Huber: sqrt(e² + δ²) − δ, |e| − δ beyond)."""
+    n, k = len(rows), len(points)
+    columns = {key: np.repeat([p[key] for p in points], n) for key in points[0]}
+    est = estimates(rows, ruleset, columns, repeat=k).reshape(k, n)
+    error = np.minimum(log_errors(est, np.tile(rows.measured, (k, 1))), OUTLIER)
+    loss = (np.sqrt(error * error + smooth * smooth) - smooth if smooth else error).mean(axis=1)
+    return np.where(np.isnan(loss), np.inf, loss)
+
+
+def loss_at(rows: Rows, ruleset, points: list[dict[str, float]]) -> np.ndarray:
+    """What a converged fit minimises, at each point."""
+    return _losses(rows, ruleset, points, SMOOTH)
+
+
+def _line(rows: Rows, ruleset, current: dict[str, float], key: str, values: np.ndarray,
+          smooth: float = 0.0) -> tuple[float, float]:
+    """The value of one coefficient along `values` with the lowest loss, the others held; and that loss."""
+    loss = _losses(rows, ruleset, [{**current, key: float(v)} for v in values], smooth)
+    best = int(np.argmin(loss))
+    return float(values[best]), float(loss[best])
+
+
+def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, float],
+        converge: bool = False) -> dict[str, float]:
+    """Coordinate descent on the mean |log error| of the rows (outliers capped): each coefficient in
+    turn takes the best of a grid over its whole range, refined around the best grid point, the others
+    held; ROUNDS passes.
+
+    `converge` (sizing validate --cv --converged-fit): passes repeat until none lowers the loss (at most
+    MAX_ROUNDS); after each, a pattern move (Hooke and Jeeves 1961) searches along the pass's overall
+    step, so coefficients that trade along a ridge move together instead of zig-zagging; and errors
+    within ±SMOOTH count quadratically, so a figure's zero is no kink where the descent stalls. The
+    three passes alone stop where the start leads them: serving_attention_factor 1.9-3.4 from four
+    starts (docs/accuracy.md, serve5)."""
     current = dict(start)
     if not len(rows) or not coefficients:
         return current
-    n = len(rows)
-    for _ in range(ROUNDS):
+    smooth = SMOOTH if converge else 0.0
+    span = {c.rule: (c.low, c.high) for c in coefficients}
+    best_loss = float(_losses(rows, ruleset, [current], smooth)[0]) if converge else math.inf
+    for _ in range(MAX_ROUNDS if converge else ROUNDS):
+        before, before_loss = dict(current), best_loss
         for c in coefficients:
             grid = np.linspace(c.low, c.high, GRID_POINTS)
-            fixed = {k: np.full(n * len(grid), v) for k, v in current.items() if k != c.rule}
-            fixed[c.rule] = np.repeat(grid, n)
-            est = estimates(rows, ruleset, fixed, repeat=len(grid)).reshape(len(grid), n)
-            loss = np.minimum(log_errors(est, np.tile(rows.measured, (len(grid), 1))), OUTLIER).mean(axis=1)
-            if np.all(np.isnan(loss)):
+            value, loss = _line(rows, ruleset, current, c.rule, grid, smooth)
+            if not math.isfinite(loss):
                 continue
-            best = int(np.nanargmin(loss))
-            # refine once around the best grid point
             step = (c.high - c.low) / (GRID_POINTS - 1)
-            fine = np.clip(np.linspace(grid[best] - step, grid[best] + step, GRID_POINTS), c.low, c.high)
-            fixed[c.rule] = np.repeat(fine, n)
-            est = estimates(rows, ruleset, fixed, repeat=len(fine)).reshape(len(fine), n)
-            loss = np.minimum(log_errors(est, np.tile(rows.measured, (len(fine), 1))), OUTLIER).mean(axis=1)
-            current[c.rule] = float(fine[int(np.nanargmin(loss))])
+            fine = np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high)
+            if converge:          # never a worse value than the one held
+                fine = np.append(fine, current[c.rule])
+            current[c.rule], loss = _line(rows, ruleset, current, c.rule, fine, smooth)
+            best_loss = min(best_loss, loss)
+        if not converge:
+            continue
+        move = {k: current[k] - before[k] for k in span}
+        if any(move.values()):
+            points = [{**current, **{k: float(np.clip(current[k] + t * d, *span[k])) for k, d in move.items()}}
+                      for t in PATTERN_STEPS]
+            loss = _losses(rows, ruleset, points, smooth)
+            if loss.min() < best_loss:
+                current, best_loss = points[int(np.argmin(loss))], float(loss.min())
+        if before_loss - best_loss < TOLERANCE:
+            break
     return current
 
 

@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cv", action="store_true",
                         help="leave-one-source-out: refit the coefficients (validation/fitting.yaml) once per "
                              "source without it and estimate its figures; limits then apply out of sample")
+    parser.add_argument("--converged-fit", action="store_true",
+                        help="with --cv: fit until no pass improves, with pattern moves and errors within "
+                             "±5%% rounded off, from the all-sources fit (engine/calc/fitting.py)")
     parser.add_argument("--max-median-error", action="append", default=[], metavar="GROUP=FRACTION",
                         help="fail if a group's median absolute error exceeds this, e.g. training=0.10")
     parser.add_argument("--max-worst-error", action="append", default=[], metavar="GROUP=FRACTION",
@@ -43,7 +46,7 @@ def run(args) -> int:
         limits = parse_limits(args, GROUPS)
         cases = load_cases(args.file)
         if args.cv:
-            cv = cross_validate(cases, current_ruleset())
+            cv = cross_validate(cases, current_ruleset(), converge=args.converged_fit)
             inside, table = cv_tables(cv)
         else:
             table = compare(cases, current_ruleset())

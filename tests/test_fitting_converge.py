@@ -1,0 +1,48 @@
+"""A converged fit (fit(converge=True), sizing validate --cv --converged-fit) lands in the same place
+from any start; the three-pass descent does not, where coefficients trade along a ridge."""
+
+import pytest
+
+from engine.calc.evidence import DEFAULT_CASES, load_cases
+from engine.calc.fitting import Coefficient, fit, load_coefficients
+from engine.calc.ruleset import current_ruleset
+from engine.validation import rows_of, shipped_coefficients
+
+# Three sources' time-to-first-token and throughput figures (23): the prompt's multiplies, the decode's
+# multiplies and attention all shape them, so the three factors trade against each other.
+SOURCES = {"lmdeploy-benchmark-a100-fp16", "nim-llm-benchmarking", "trtllm-blog-h100"}
+RIDGE = [Coefficient("serving_attention_factor", "inference", 0.5, 5, "test"),
+         Coefficient("prompt_gemm_factor", "inference", 0.6, 2.0, "test"),
+         Coefficient("serving_gemm_factor", "inference", 0.3, 1.5, "test")]
+STARTS = [(1.0, 0.8), (4.0, 1.8), (2.4, 1.15)]     # (attention factor, prompt factor) to start from
+
+
+@pytest.fixture(scope="module")
+def fits():
+    ruleset = current_ruleset()
+    cases = [c for c in load_cases(DEFAULT_CASES) if c.group == "inference" and c.source.get("id") in SOURCES]
+    rows = rows_of(cases, ruleset)["inference"]
+    assert len(rows) == 23
+    shipped = shipped_coefficients(ruleset, load_coefficients(ruleset))
+    return {converge: [fit(rows, ruleset, RIDGE, {**shipped, "serving_attention_factor": a,
+                                                  "prompt_gemm_factor": p}, converge=converge)
+                       for a, p in STARTS]
+            for converge in (False, True)}
+
+
+def _spread(results, rule):
+    values = [r[rule] for r in results]
+    return max(values) / min(values) - 1
+
+
+def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
+    # measured when written: prompt factor 0.81 / 0.78 / 0.80, attention 0.89 / 0.85 / 0.89,
+    # serving multiplies 1.44 / 1.50 / 1.45 — within 6% of each other
+    for c in RIDGE:
+        assert _spread(fits[True], c.rule) < 0.06, c.rule
+
+
+def test_the_three_pass_fit_stops_where_its_start_leads(fits):
+    # the same rows, three passes: prompt factor 1.09 / 0.80 / 1.08 (37% apart), serving multiplies
+    # 1.16 / 1.50 / 1.20 — why the converged fit exists
+    assert _spread(fits[False], "prompt_gemm_factor") > 0.25
