@@ -1,5 +1,7 @@
 """A converged fit (fit(converge=True), sizing validate --cv --converged-fit) lands in the same place
-from any start; the three-pass descent does not, where coefficients trade along a ridge."""
+from any start, where coefficients trade along a ridge. (The three-pass default's spread on these rows
+depends on the other coefficients: 37% when written, 1% after the training refit that followed — so it
+is not held here; docs/accuracy.md, serve5, gives the full set's 12.3–13.3%.)"""
 
 import pytest
 
@@ -24,10 +26,8 @@ def fits():
     rows = rows_of(cases, ruleset)["inference"]
     assert len(rows) == 23
     shipped = shipped_coefficients(ruleset, load_coefficients(ruleset))
-    return {converge: [fit(rows, ruleset, RIDGE, {**shipped, "serving_attention_factor": a,
-                                                  "prompt_gemm_factor": p}, converge=converge)
-                       for a, p in STARTS]
-            for converge in (False, True)}
+    return [fit(rows, ruleset, RIDGE, {**shipped, "serving_attention_factor": a, "prompt_gemm_factor": p},
+                converge=True) for a, p in STARTS]
 
 
 def _spread(results, rule):
@@ -39,10 +39,5 @@ def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
     # measured when written: prompt factor 0.81 / 0.78 / 0.80, attention 0.89 / 0.85 / 0.89,
     # serving multiplies 1.44 / 1.50 / 1.45 — within 6% of each other
     for c in RIDGE:
-        assert _spread(fits[True], c.rule) < 0.06, c.rule
+        assert _spread(fits, c.rule) < 0.06, c.rule
 
-
-def test_the_three_pass_fit_stops_where_its_start_leads(fits):
-    # the same rows, three passes: prompt factor 1.09 / 0.80 / 1.08 (37% apart), serving multiplies
-    # 1.16 / 1.50 / 1.20 — why the converged fit exists
-    assert _spread(fits[False], "prompt_gemm_factor") > 0.25
