@@ -125,6 +125,11 @@ def test_an_impossible_request_says_so_and_leads_with_what_works(tmp_path, rules
         assert key not in results, key
     assert "cannot run this" in doc["headline"]
     assert len(re.findall(r"[.。](?:\s|$)", doc["headline"])) == 1          # one sentence
+    # the headline's memory figures are the key figures' own, in the GB the GPU's name counts (it read
+    # "needs 247 GB … each GPU has 85.9 GB" beside "Memory needed per GPU: 230.1 GB" and "GPU memory: 80 GB")
+    figures = {f["key"]: f["text"] for f in doc["key_figures"]}
+    need, have = re.search(r"needs ([\d,.]+) GB per GPU and each GPU has ([\d,.]+) GB", doc["headline"]).groups()
+    assert figures["memory_per_gpu_gb"].startswith(f"{need} GB") and figures["gpu_memory_gb"] == f"{have} GB"
     requested = doc["alternatives"][0]
     assert requested["requested"] and requested["cost_total"] is None
     verdicts = job.quote.verdicts

@@ -359,8 +359,9 @@ def _feasibility_headline(m: Messages, v: dict, inputs: dict, gpu: str, count: A
         return ""
     hw = {"count": m.number(count), "gpu": gpu}
     if v.get("fits_in_memory") is False and finite(v.get("memory_per_gpu_gb")):
-        return m("feasibility.headline_memory", need=m.number(v["memory_per_gpu_gb"]),
-                 have=m.number(v.get("gpu_memory_gb")), **hw)
+        # in the GB the GPU's name counts, as "Memory needed per GPU" and "GPU memory" below show them
+        need, have = (m.shown(v.get(key), "GB", gpu_memory=True)[0] for key in ("memory_per_gpu_gb", "gpu_memory_gb"))
+        return m("feasibility.headline_memory", need=m.number(need), have=m.number(have), **hw)
     if v.get("holds_a_request") is False:
         return m("feasibility.headline_request", **hw)
     missed = []
