@@ -32,7 +32,8 @@ def home_copy(tmp_path) -> Path:
     """A private copy of rules/, catalogs/ and templates/ that a test may edit or break."""
     for name in ("rules", "catalogs", "templates"):
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name)
+            # an office program's lock file (".~lock.x.xlsx#") may come and go while this copies
+            shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns(".~lock.*"))
     return tmp_path
 
 

@@ -68,9 +68,14 @@ def test_libreoffice_saved_sample_reads_like_its_twin(path):
 # -- LibreOffice itself ------------------------------------------------------------------------
 
 def soffice(profile: Path, out: Path, *files: Path) -> None:
-    """Open and save each file in LibreOffice Calc (headless), as .xlsx into `out`."""
+    """Open and save each file in LibreOffice Calc (headless), as .xlsx into `out`. Calc opens copies:
+    it leaves a `.~lock.<name>#` beside every file it opens, and one in templates/ broke another
+    worker's copy of that folder (conftest.home_copy) mid-copy."""
+    inbox = out.parent / "in"
+    inbox.mkdir(exist_ok=True)
+    copies = [Path(shutil.copy2(f, inbox / f.name)) for f in files if f.parent != inbox]
     subprocess.run(["soffice", "--headless", f"-env:UserInstallation={profile.as_uri()}",
-                    "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out), *map(str, files)],
+                    "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out), *map(str, copies)],
                    check=True, capture_output=True, timeout=300)
 
 
@@ -137,7 +142,8 @@ def test_a_template_filled_in_libreoffice_itself_quotes_like_its_yaml_twin(tmp_p
     values = tmp_path / "values.json"
     values.write_text(json.dumps(typed, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "filled-in-calc.xlsx"
-    subprocess.run([str(SYSTEM_PYTHON), str(UNO_FILL), str(TEMPLATES_DIR / "intake.zh-TW.xlsx"), str(values),
+    template = Path(shutil.copy2(TEMPLATES_DIR / "intake.zh-TW.xlsx", tmp_path))     # Calc locks what it opens
+    subprocess.run([str(SYSTEM_PYTHON), str(UNO_FILL), str(template), str(values),
                     str(out), str(tmp_path / "profile")], check=True, capture_output=True, timeout=300)
     with zipfile.ZipFile(out) as saved:
         assert b"LibreOffice" in saved.read("docProps/app.xml")       # written by Calc, not by openpyxl
