@@ -237,8 +237,8 @@ def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[d
     """Serving bands by the nearest evidence, most specific first: serving software, GPU family and
     weight format kind (16-bit or quantised) together, then software and family, then the software
     alone, then the family alone, wherever at least EVIDENCE_MIN_FIGURES figures measured it; each the
-    80th percentile of their out-of-sample |error| rounded up to 5% (`band`). Past all of them: the
-    widest of those, and at least every figure's band plus OUTSIDE_MARGIN."""
+    80th percentile of how far their out-of-sample estimates land, as a ratio either way, rounded up to
+    5% (`band`). Past all of them: the widest of those, and at least every figure's band plus OUTSIDE_MARGIN."""
     rows = oos[oos["group"] == "inference"].copy()
     for column in EVIDENCE_KEYS:
         rows[column] = rows["case"].map(lambda c, col=column: keys[c][col])

@@ -76,15 +76,17 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
         else:
             why = ("no published run measured this serving software or GPU family: the widest band of the rows "
                    f"above, and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
-        band_accept = accepted_bands.get(keys)
-        bands.append(f"      - {{{keys}band: {row['band']:g},\n         evidence: \"{why}\""
-                     + (f",\n         accept: \"{band_accept}\"}}\n" if band_accept else "}\n"))
+        bands.append(_row(keys, "band", f"{row['band']:g}", why, accepted_bands.get(keys)))
         count = "published serving figures measured like this" if match else "none: outside the evidence"
-        accept = accepted.get(keys)
-        figures.append(f"      - {{{keys}figures: {row['figures']},\n         evidence: \"{count}\""
-                       + (f",\n         accept: \"{accept}\"}}\n" if accept else "}\n"))
+        figures.append(_row(keys, "figures", str(row["figures"]), count, accepted.get(keys)))
     text = _replace_rows(text, "inference_evidence", "".join(bands))
     return _replace_rows(text, "inference_evidence_figures", "".join(figures))
+
+
+def _row(keys: str, field: str, value: str, evidence: str, accept: str | None) -> str:
+    """One table row as the file writes it, keeping the `accept:` reason it had."""
+    return (f"      - {{{keys}{field}: {value},\n         evidence: \"{evidence}\""
+            + (f",\n         accept: \"{accept}\"}}\n" if accept else "}\n"))
 
 
 def _accepts(text: str, table: str) -> dict[str, str]:

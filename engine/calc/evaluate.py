@@ -109,13 +109,7 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
             if wanted is not None and rule.name not in wanted:
                 continue
             if rule.name in pinned:
-                given = merged[rule.name] if rule.name in columns else _coerce(merged[rule.name], rule.type)
-                blank = missing(given) if is_array(given) else None
-                if blank is None or not blank.any():
-                    scope[rule.name] = given
-                    continue
-                # some scenarios give this value, others leave it to the rule
-                scope[rule.name] = np.where(blank, _rule_value(rule, scope), given)
+                scope[rule.name] = _pinned_value(rule, merged, columns, scope)
                 continue
             scope[rule.name] = _rule_value(rule, scope)
         out = {k: np.broadcast_to(columns[k], count) for k in columns}
@@ -160,11 +154,8 @@ def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], cou
                 varies.add(rule.name)
                 scope = varied
             if rule.name in pinned:
-                given = merged[rule.name] if rule.name in columns else _coerce(merged[rule.name], rule.type)
-                given = varied.repeat(given) if scope is varied else given
-                blank = missing(given) if is_array(given) else None
-                scope[rule.name] = given if blank is None or not blank.any() else \
-                    np.where(blank, _rule_value(rule, scope), given)
+                scope[rule.name] = _pinned_value(rule, merged, columns, scope,
+                                                 varied.repeat if scope is varied else None)
                 continue
             scope[rule.name] = _rule_value(rule, scope)
         size = len(family)
@@ -192,6 +183,18 @@ class _Repeated(dict):
         if is_array(value) and np.ndim(value) == 1 and len(value) == self.count:
             return np.asarray(value)[self.family]
         return value
+
+
+def _pinned_value(rule, merged: dict, columns: dict, scope: dict, shape=None):
+    """The value an intake (or a scenario column) gives a rule; where some scenarios leave it blank,
+    the rule's own value there. `shape` fits a per-family value to the scope's rows (evaluate_families)."""
+    given = merged[rule.name] if rule.name in columns else _coerce(merged[rule.name], rule.type)
+    if shape is not None:
+        given = shape(given)
+    blank = missing(given) if is_array(given) else None
+    if blank is None or not blank.any():
+        return given
+    return np.where(blank, _rule_value(rule, scope), given)      # some scenarios give it, others leave it to the rule
 
 
 def _rule_value(rule, scope):
