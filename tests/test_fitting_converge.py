@@ -36,8 +36,9 @@ def _spread(results, rule):
 
 
 def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
-    # measured when written: prompt factor 0.81 / 0.78 / 0.80, attention 0.89 / 0.85 / 0.89,
-    # serving multiplies 1.44 / 1.50 / 1.45 — within 6% of each other
+    # measured when written (with the attention factor: prompt factor 0.81 / 0.78 / 0.80, attention
+    # 0.89 / 0.85 / 0.89, serving multiplies 1.44 / 1.50 / 1.45); with the attention share measured
+    # (serve6): prompt factor 0.939 from all three starts, serving multiplies 1.209 — within 6% required
     for c in RIDGE:
         assert _spread(fits, c.rule) < 0.06, c.rule
 
