@@ -10,13 +10,13 @@ from engine.calc.fitting import Coefficient, fit, load_coefficients
 from engine.calc.ruleset import current_ruleset
 from engine.validation import rows_of, shipped_coefficients
 
-# Three sources' time-to-first-token and throughput figures (23): the prompt's multiplies, the decode's
-# multiplies and attention all shape them, so the three factors trade against each other.
+# Three sources' time-to-first-token and throughput figures (23): the prompt's multiplies and the decode's
+# multiplies both shape them, so the two factors trade against each other. (The prompt's attention, once
+# a third fitted factor on this ridge, is a measured kernel share now: rules/inference.yaml.)
 SOURCES = {"lmdeploy-benchmark-a100-fp16", "nim-llm-benchmarking", "trtllm-blog-h100"}
-RIDGE = [Coefficient("serving_attention_factor", "inference", 0.5, 5, "test"),
-         Coefficient("prompt_gemm_factor", "inference", 0.6, 2.0, "test"),
+RIDGE = [Coefficient("prompt_gemm_factor", "inference", 0.6, 2.0, "test"),
          Coefficient("serving_gemm_factor", "inference", 0.3, 1.5, "test")]
-STARTS = [(1.0, 0.8), (4.0, 1.8), (2.4, 1.15)]     # (attention factor, prompt factor) to start from
+STARTS = [(0.8, 0.6), (1.8, 1.4), (1.21, 0.92)]     # (prompt factor, serving multiplies factor) to start from
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def fits():
     rows = rows_of(cases, ruleset)["inference"]
     assert len(rows) == 23
     shipped = shipped_coefficients(ruleset, load_coefficients(ruleset))
-    return [fit(rows, ruleset, RIDGE, {**shipped, "serving_attention_factor": a, "prompt_gemm_factor": p},
-                converge=True) for a, p in STARTS]
+    return [fit(rows, ruleset, RIDGE, {**shipped, "prompt_gemm_factor": p, "serving_gemm_factor": g},
+                converge=True) for p, g in STARTS]
 
 
 def _spread(results, rule):
@@ -36,8 +36,9 @@ def _spread(results, rule):
 
 
 def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
-    # measured when written: prompt factor 0.81 / 0.78 / 0.80, attention 0.89 / 0.85 / 0.89,
-    # serving multiplies 1.44 / 1.50 / 1.45 — within 6% of each other
+    # measured when written (with the attention factor: prompt factor 0.81 / 0.78 / 0.80, attention
+    # 0.89 / 0.85 / 0.89, serving multiplies 1.44 / 1.50 / 1.45); with the attention share measured
+    # (serve6): prompt factor 0.939 from all three starts, serving multiplies 1.209 — within 6% required
     for c in RIDGE:
         assert _spread(fits, c.rule) < 0.06, c.rule
 
