@@ -108,11 +108,17 @@ def test_the_correction_carries_through_the_physics_and_the_band_widens_away(tmp
     assert near["inference_band"] < far["inference_band"] <= plain_far["inference_band"]
     # not a flat scale: at one request, TPOT is the weight reading and the multiplies (which the
     # measured kernel speed shortens) plus the KV reads and the fixed time per iteration (which it
-    # does not): calibrated = (plain − kv − fixed) ÷ speed + kv + fixed
+    # does not); the weights are read at the measured speed but never faster than the whole
+    # bandwidth (share × speed capped at 1):
+    # calibrated = (plain − kv − fixed − read) ÷ speed + read × share ÷ min(share × speed, 1) + kv + fixed
     from engine.calc.calibration import load_calibration
     speed = load_calibration(vllm_calibration).factors["calibration_speed"]
     fixed = (plain_far["kv_read_s"] + plain_far["iteration_fixed_s"]) * 1000
-    assert far["tpot_ms"] == pytest.approx((plain_far["tpot_ms"] - fixed) / speed + fixed, rel=1e-3)
+    read, share = plain_far["weight_read_s"] * 1000, plain_far["weight_read_share"]
+    expected = (plain_far["tpot_ms"] - fixed - read) / speed + read * share / min(share * speed, 1) + fixed
+    assert far["tpot_ms"] == pytest.approx(expected, rel=1e-3)
+    # and never faster than the memory can deliver the weights
+    assert far["tpot_ms"] >= far["floor_tpot_ms"]
     assert far["tpot_ms"] / plain_far["tpot_ms"] != pytest.approx(1 / speed, rel=0.01)
 
 
