@@ -42,13 +42,14 @@ def test_vllm_on_amd_multiplies_below_mlperfs_tuned_rate(ruleset):
     # MLPerf Inference v4.1 Llama 2 70B Offline: 3,062.72 tokens/s on one MI300X (vLLM, AMD's tuned
     # submission) against 24,524.9 / 8 = 3,065.6 per H100 (TensorRT-LLM), from 2,614.9 and 1,979 dense
     # FP8 TFLOPS: (3062.72 / 2614.9) / (3065.6 / 1979) = 0.756, the ceiling. The released vLLM builds of
-    # Oracle's and AMD's blogs fit 0.45 (validation/fitting.yaml): below the ceiling, and AMD only
+    # Oracle's and AMD's blogs fit 0.45 (validation/fitting.yaml): below the ceiling, and far below vLLM's
+    # own row on NVIDIA GPUs (0.86, fitted on vLLM's FP8-KV blog and the SGLang/vLLM 0.6 runs)
     assert (3062.72 / 2614.9) / (24524.9 / 8 / 1979) == pytest.approx(0.76, abs=0.005)
     amd = evaluate({**BASE, "gpu": "MI300X", "serving_engine": "vllm"}, ruleset, only=["stack_gemm"]).values
     nvidia = evaluate({**BASE, "gpu": "H100", "serving_engine": "vllm"}, ruleset, only=["stack_gemm"]).values
     assert amd["stack_gemm"] == pytest.approx(0.45)
     assert amd["stack_gemm"] < 0.76
-    assert nvidia["stack_gemm"] > 0.9
+    assert nvidia["stack_gemm"] > 1.5 * amd["stack_gemm"]
 
 
 def test_an_all_reduce_on_the_amd_mesh_waits_longer_than_through_nvswitch(ruleset):
