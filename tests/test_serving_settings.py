@@ -1,0 +1,55 @@
+"""The server's settings the intake states: its batch limit (max_batch_size) and CUDA graphs (cuda_graphs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.calc.evaluate import evaluate
+from engine.calc.planner import plan_layout
+
+# Llama 3.1 8B on one H100 under vLLM, online, the batch left to the planner
+ONLINE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-3.1-8b", "precision": "bf16",
+          "gpu": "H100", "gpu_count": 1, "prompt_tokens": 512, "output_tokens": 256, "serving_engine": "vllm",
+          "tpot_target_ms": 200}
+
+
+def _quote(values, ruleset):
+    return evaluate({**values, **plan_layout(values, ruleset).chosen}, ruleset).values
+
+
+def test_the_planner_keeps_the_batch_within_the_servers_limit(ruleset):
+    # vLLM's default cap is 256 (serving.yaml); the planner fills it when the 200 ms target allows.
+    # With max_num_seqs 32 it may not batch more than 32 requests on the one replica.
+    free = _quote(ONLINE, ruleset)
+    assert free["stack_max_batch"] == 256 and free["concurrency_used"] > 32
+    capped = _quote({**ONLINE, "max_batch_size": 32}, ruleset)
+    assert capped["stack_max_batch"] == 32
+    assert 1 <= capped["concurrency_used"] <= 32 and capped["batch_per_replica"] <= 32
+    assert capped["output_tokens_per_s"] < free["output_tokens_per_s"]
+
+
+def test_a_limit_above_the_default_lets_an_offline_job_batch_more(ruleset):
+    # Offline, no concurrency given: min(what the KV cache holds, the cap) per replica. An H100 holds far more
+    # than 256 requests of 128 + 64 tokens for an 8B model, so the cap decides: 256 by default, 1,000 when set.
+    job = {**ONLINE, "workload": "offline-inference", "prompt_tokens": 128, "output_tokens": 128,
+           "requests_total": 10000, "tensor_parallel": 1}
+    job.pop("tpot_target_ms")
+    default = evaluate(job, ruleset).values
+    raised = evaluate({**job, "max_batch_size": 1000}, ruleset).values
+    assert default["batch_per_replica"] == 256
+    assert raised["batch_per_replica"] == 1000
+
+
+@pytest.mark.parametrize("engine, per_layer", [("vllm", 0.047), ("sglang", 0.047), ("tgi", 0.047),
+                                               ("tensorrt-llm", 0.0), ("transformers", 0.0)])
+def test_eager_mode_adds_launches_per_layer_only_where_graphs_were_on(ruleset, engine, per_layer):
+    # Llama 3.1 8B has 32 layers: eager mode adds 0.047 ms x 32 = 1.504 ms to each iteration of vLLM, SGLang
+    # and TGI (vLLM PR #1440), nothing to TensorRT-LLM (C++ launches) or Transformers (already eager).
+    base = {**ONLINE, "serving_engine": engine, "concurrency": 1, "tensor_parallel": 1}
+    base.pop("tpot_target_ms")
+    on = evaluate({**base, "cuda_graphs": "on"}, ruleset).values
+    blank = evaluate(base, ruleset).values
+    off = evaluate({**base, "cuda_graphs": "off"}, ruleset).values
+    assert on["iteration_fixed_s"] == pytest.approx(blank["iteration_fixed_s"])
+    assert (off["iteration_fixed_s"] - on["iteration_fixed_s"]) * 1000 == pytest.approx(per_layer * 32, abs=1e-6)
+    assert off["tpot_ms"] == pytest.approx(on["tpot_ms"] + per_layer * 32, rel=1e-3, abs=1e-6)
