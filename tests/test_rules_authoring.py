@@ -145,10 +145,11 @@ def test_a_gpu_without_a_price_is_an_error_at_its_entry(home_copy):
 def test_an_implausible_price_is_an_error_and_a_warning_with_the_fix(home_copy):
     line = edit(home_copy, "catalogs/gpus.yaml", "    price_usd_per_gpu_hour: 2.49", "    price_usd_per_gpu_hour: 210")
     code, out = check(home_copy)
-    # far off the other Hopper datacenter prices (median 2): an error naming the slip ...
+    # far off the other Hopper datacenter prices (median 2.245 with the 96 GB H100 priced as the SXM5's 2.49;
+    # 210 / 2.245 = 94×): an error naming the slip ...
     assert code == 1
-    assert line_of(out, "`price_usd_per_gpu_hour` of `nvidia-h100-sxm5-80gb` is 210 USD/GPU-hour, 105× its "
-                        "neighbours (median 2) — the decimal point two places off? Then write 2.1") \
+    assert line_of(out, "`price_usd_per_gpu_hour` of `nvidia-h100-sxm5-80gb` is 210 USD/GPU-hour, 94× its "
+                        "neighbours (median 2.245) — the decimal point two places off? Then write 2.1") \
         == f"catalogs/gpus.yaml:{line}"
     # ... and outside the declared range: a warning naming it
     assert line_of(out, "warning: `price_usd_per_gpu_hour` of `nvidia-h100-sxm5-80gb` is 210 USD/GPU-hour, "
@@ -161,8 +162,8 @@ def test_terabytes_typed_into_a_gigabyte_field_are_caught_with_the_fix(home_copy
     assert code == 1
     assert line_of(out, "is 3.35 GB/s, outside the plausible range 50–20,000 GB/s; check the figure. "
                         "If it is in TB/s, write 3,350") == f"catalogs/gpus.yaml:{line}"
-    # the other Hopper datacenter parts: median 3,900 GB/s, 1,164 times more
-    assert line_of(out, "is 3.35 GB/s, 1/1,164 of its neighbours (median 3,900) — a thousand times off") \
+    # the other Hopper datacenter parts: median 3,625 GB/s (with the 96 GB H100's 2,400), 3,625 / 3.35 = 1,082 times more
+    assert line_of(out, "is 3.35 GB/s, 1/1,082 of its neighbours (median 3,625) — a thousand times off") \
         == f"catalogs/gpus.yaml:{line}"
 
 
