@@ -42,3 +42,26 @@ def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
     for c in RIDGE:
         assert _spread(fits, c.rule) < 0.06, c.rule
 
+
+
+def test_a_fitted_table_must_be_read_by_a_rule_that_is_only_its_lookup(home_copy):
+    """A fitted row replaces the whole rule that reads its table; a term written beside the lookup would
+    vanish from every fitted estimate without a word (serve9's first eager-mode term did: no figure
+    moved). So the fitting file refuses such a table, saying why, instead."""
+    from engine.calc.fitting import FITTING_FILE
+    from engine.calc.ruleset import load_ruleset
+    from engine.problems import SizingError
+    path = home_copy / "rules" / "serving.yaml"
+    text = path.read_text(encoding="utf-8")
+    old = 'formula: lookup("stack_token_overhead_ms", serving_engine_used)'
+    assert old in text
+    path.write_text(text.replace(old, 'formula: lookup("stack_token_overhead_ms", serving_engine_used) + 0.1'),
+                    encoding="utf-8")
+    ruleset = load_ruleset(home_copy / "rules", home_copy / "catalogs")
+    with pytest.raises(SizingError) as raised:
+        load_coefficients(ruleset, FITTING_FILE)
+    said = [p.message for p in raised.value.problems]
+    assert any("table `stack_token_overhead_ms` can be fitted only when one rule's whole formula is" in m
+               and "put any other term in a rule of its own" in m for m in said), said
+    # the shipped rules pass: every fitted table is read by a rule that is its lookup alone
+    assert load_coefficients(load_ruleset(), FITTING_FILE)

@@ -102,8 +102,9 @@ def _cell(ruleset, table, when, where: str) -> tuple[str | None, Problem | None]
         return None, Problem("fit.table", where, f"`when:` must give values of the table's columns "
                              f"({', '.join(spec.columns)}), e.g. {{{spec.columns[0]}: ...}}.", fixer="rules")
     if _reader(ruleset, table) is None or not set(spec.columns) <= set(ruleset.rules) | set(ruleset.input_types):
-        return None, Problem("fit.table", where, f"table `{table}` can be fitted only when one rule's formula is "
-                             f"lookup(\"{table}\", ...) over rules named like its columns.", fixer="rules")
+        return None, Problem("fit.table", where, f"table `{table}` can be fitted only when one rule's whole formula is "
+                             f"lookup(\"{table}\", ...) over rules named like its columns: a fitted row "
+                             f"replaces that rule, so put any other term in a rule of its own.", fixer="rules")
     row = spec.find(tuple(when.get(c, "\0") for c in spec.columns))
     if row is None:
         return None, Problem("fit.table", where, f"no row of table `{table}` matches {when}.", fixer="rules")
@@ -123,9 +124,23 @@ def _reader(ruleset, table: str) -> str | None:
         known = {}
         _READERS[id(ruleset)] = (ruleset, known)
     if table not in known:
-        known[table] = next((r.name for r in ruleset.rules.values()
-                             if r.formula.text.replace(" ", "").startswith(f'lookup("{table}",')), None)
+        known[table] = next((r.name for r in ruleset.rules.values() if _only_lookup(r.formula.text, table)), None)
     return known[table]
+
+
+def _only_lookup(formula: str, table: str) -> bool:
+    """Whether the formula is the table's lookup and nothing else: a fitted row replaces the whole rule,
+    so a term beside the lookup (`lookup(...) + x`) would silently vanish from every fitted estimate."""
+    text = formula.replace(" ", "")
+    head = f'lookup("{table}",'
+    if not text.startswith(head):
+        return False
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and char == ")":
+            return i == len(text) - 1
+    return False
 
 
 def cell_value(ruleset, key: str) -> float | None:
