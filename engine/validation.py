@@ -109,10 +109,18 @@ def _constant(values: dict[str, float], n: int) -> dict[str, np.ndarray]:
     return {k: np.full(n, v) for k, v in values.items()}
 
 
-def compare(cases: list[Case], ruleset) -> pd.DataFrame:
+def compare(cases: list[Case], ruleset, unquotable: dict[str, str] | None = None) -> pd.DataFrame:
+    """Every measured figure beside its estimate. With `unquotable`, a case this rule set cannot quote (one
+    that names a GPU or a field it does not know) is left out and its first problem kept there, by case."""
     rows = []
     for case in cases:
-        results = estimate(case, ruleset)
+        try:
+            results = estimate(case, ruleset)
+        except SizingError as e:
+            if unquotable is None:
+                raise
+            unquotable[case.id] = e.problems[0].message if e.problems else str(e)
+            continue
         for quantity, published in case.measured.items():
             measured = case.comparable(quantity, float(published))
             got = results.get(quantity)

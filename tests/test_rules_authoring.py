@@ -212,6 +212,18 @@ def test_a_changed_coefficient_moves_the_validation_errors(home_copy):
     assert float(group.group(2)) > float(group.group(1))
 
 
+def test_diff_against_rules_that_lack_a_gpu_the_cases_name_leaves_those_cases_out_and_says_so(home_copy):
+    # The version compared with has no GPU called H100-96GB-500W (an older catalog): the 13 torchtitan
+    # cases that name it cannot be quoted with it. The diff compares the rest and says which were left out;
+    # it crashed with a traceback before.
+    edit(home_copy, "catalogs/gpus.yaml", "aliases: [H100-96GB-500W,", "aliases: [H100-96GB-500W-renamed,")
+    code, out = sizing("rules", "diff", ROOT, "--against", home_copy)
+    assert code == 0, out
+    assert "13 cases left out: one of the versions cannot quote them" in out, out
+    assert "no GPU called “H100-96GB-500W”" in out, out
+    assert re.search(r"training\s+[\d.]+% → [\d.]+%\s+\(no figure moved\)", out), out
+
+
 def test_diff_against_a_git_commit_reads_the_commit_not_the_work_tree(home_copy, tmp_path):
     import shutil
     import subprocess

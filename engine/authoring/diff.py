@@ -76,6 +76,7 @@ class Report:
     samples: list[SampleDiff]
     groups: list[GroupDiff]
     cases: list[tuple[str, str, float, float, float]]      # case, quantity, measured, error before, after
+    unquotable: dict[str, str] = field(default_factory=dict)  # case → why one version could not quote it
 
 
 def export_git_ref(ref: str, dest: Path, home: Path | None = None) -> tuple[Path, Path]:
@@ -111,7 +112,10 @@ def diff(before, after, sample_paths: list[Path], cases_path: Path = PUBLISHED_C
     for path in sample_paths:
         report.samples.append(_sample(path, before, after))
     cases = load_cases(cases_path)
-    old, new = _compare(before, cases, cases_path), _compare(after, cases, cases_path)
+    (old, old_missing), (new, new_missing) = _compare(before, cases, cases_path), _compare(after, cases, cases_path)
+    # a case only one version can quote (it names a GPU or a field the other lacks) is compared by neither
+    report.unquotable = {**new_missing, **old_missing}
+    old, new = (t[~t["case"].isin(list(report.unquotable))].reset_index(drop=True) for t in (old, new))
     old_summary, new_summary = summarise(old), summarise(new)
     for group in GROUPS:
         if group in old_summary and group in new_summary:
@@ -141,7 +145,8 @@ class _Keep:
 @functools.lru_cache(maxsize=8)
 def _compared(version: str, path: str, stamp: tuple, keep: _Keep):
     # The unchanged side of a diff is the same rule set run after run: quote it once per process.
-    return compare(keep.cases, keep.ruleset)
+    missing: dict[str, str] = {}
+    return compare(keep.cases, keep.ruleset, missing), missing
 
 
 def _stamp(path: Path) -> tuple:
@@ -365,4 +370,9 @@ def render(report: Report, before_label: str, after_label: str) -> str:
         lines.append(f"    {case} {quantity}: error {old:+.1%} → {new:+.1%} (measured {_show(measured)})")
     if len(report.cases) > SHOWN_CASES:
         lines.append(f"    … and {len(report.cases) - SHOWN_CASES} more figures")
+    if report.unquotable:
+        first, why = next(iter(report.unquotable.items()))
+        lines.append(f"  {len(report.unquotable)} case{'s' * (len(report.unquotable) != 1)} left out: one of the "
+                     f"versions cannot quote {'them' if len(report.unquotable) > 1 else 'it'} "
+                     f"(e.g. {first}: {why})")
     return "\n".join(lines)
