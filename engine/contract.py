@@ -34,7 +34,7 @@ EXTRA_INPUT_TYPES = {
     "virtual_pipeline_stages": "number", "context_parallel": "number", "expert_parallel": "number",
     "optimize_for": "text", "pipeline_schedule": "text", "training_framework": "text",
     "sequence_parallel": "text", "recompute_policy": "text",
-    "max_batch_size": "number", "cuda_graphs": "text",
+    "max_batch_size": "number", "cuda_graphs": "text", "serving_engine_release": "text",
 }
 
 # Layout fields the planner chooses when an intake leaves them blank (DESIGN.md §4, `plan`).

@@ -53,3 +53,30 @@ def test_eager_mode_adds_launches_per_layer_only_where_graphs_were_on(ruleset, e
     assert on["iteration_fixed_s"] == pytest.approx(blank["iteration_fixed_s"])
     assert (off["iteration_fixed_s"] - on["iteration_fixed_s"]) * 1000 == pytest.approx(per_layer * 32, abs=1e-6)
     assert off["tpot_ms"] == pytest.approx(on["tpot_ms"] + per_layer * 32, rel=1e-3, abs=1e-6)
+
+
+# Llama 2 70B (64 query heads, 8 KV heads) on one H200, FP8, TensorRT-LLM, a long answer: the cache is large
+RELEASE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-2-70b", "precision": "fp8",
+           "gpu": "H200", "gpu_count": 1, "tensor_parallel": 1, "prompt_tokens": 128, "output_tokens": 2048,
+           "concurrency": 64, "serving_engine": "tensorrt-llm"}
+
+
+def test_an_old_tensorrt_llm_release_reads_a_grouped_query_cache_once_per_query_head(ruleset):
+    # Before 0.7 the generation kernel ran one thread block per query head (gpt-attention.md), so the KV read
+    # of each iteration is 64 / 8 = 8 times today's; everything else in the iteration is unchanged.
+    now = evaluate(RELEASE, ruleset).values
+    later = evaluate({**RELEASE, "serving_engine_release": "tensorrt-llm-0.7-or-later"}, ruleset).values
+    old = evaluate({**RELEASE, "serving_engine_release": "tensorrt-llm-0.5"}, ruleset).values
+    assert later["tpot_ms"] == pytest.approx(now["tpot_ms"])
+    assert old["decode_kv_rereads"] == 8 and now["decode_kv_rereads"] == 1
+    assert old["kv_read_s"] == pytest.approx(8 * now["kv_read_s"])
+    assert old["decode_step_s"] - now["decode_step_s"] == pytest.approx(7 * now["kv_read_s"], rel=1e-6)
+    assert old["tpot_ms"] > now["tpot_ms"]
+
+
+def test_an_old_release_changes_nothing_for_a_model_without_grouped_queries(ruleset):
+    # Llama 2 13B has 40 query and 40 KV heads: one block per head reads each cache once in any release
+    mha = {**RELEASE, "model": "llama-2-13b"}
+    now = evaluate(mha, ruleset).values
+    old = evaluate({**mha, "serving_engine_release": "tensorrt-llm-0.5"}, ruleset).values
+    assert old["decode_kv_rereads"] == 1 and old["tpot_ms"] == pytest.approx(now["tpot_ms"])

@@ -60,6 +60,12 @@ WRONG_ENTRIES = [
      {}, "required", "requests_total"),
     ("unknown fine-tuning method", {"workload": "fine-tuning"}, {"finetune_method": "half"}, "allowed",
      "finetune_method"),
+    ("unknown serving release", {"workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200,
+                                 "serving_engine": "tensorrt-llm"}, {"serving_engine_release": "TensorRT-LLM 0.3"},
+     "allowed", "serving_engine_release"),
+    ("a TensorRT-LLM release under vLLM", {"workload": "online-inference", "prompt_tokens": 100,
+                                           "output_tokens": 200, "serving_engine": "vllm"},
+     {"serving_engine_release": "TensorRT-LLM v0.5.0"}, "release_stack", "serving_engine_release"),
 ]
 
 

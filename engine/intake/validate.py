@@ -291,6 +291,13 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
         if window and v["prompt_tokens"] + v["output_tokens"] > window:
             add("context_exceeded", "prompt_tokens", total=show(v["prompt_tokens"] + v["output_tokens"]),
                 window=show(window))
+    if ok("serving_engine_release"):          # a release names its stack: tensorrt-llm-0.5 is TensorRT-LLM's
+        stack = next((c.id for c in form.choices["serving_engine"]
+                      if v["serving_engine_release"].startswith(c.id + "-")), None)
+        if stack and v.get("serving_engine") != stack:
+            add("release_stack", "serving_engine_release",
+                release=form.choice_label("serving_engine_release", v["serving_engine_release"], lang),
+                stack=form.choice_label("serving_engine", stack, lang))
     layout = [k for k in ("tensor_parallel", "pipeline_parallel", "context_parallel") if k in v]
     if ok("gpu_count", *layout) and layout:
         product = math.prod(v[k] for k in layout)
