@@ -80,3 +80,21 @@ def test_an_old_release_changes_nothing_for_a_model_without_grouped_queries(rule
     now = evaluate(mha, ruleset).values
     old = evaluate({**mha, "serving_engine_release": "tensorrt-llm-0.5"}, ruleset).values
     assert old["decode_kv_rereads"] == 1 and old["tpot_ms"] == pytest.approx(now["tpot_ms"])
+
+
+def test_the_quote_names_the_release_and_server_settings_it_was_given(tmp_path, ruleset):
+    # A release typed as the bare number TensorRT-LLM's notes use ("0.5") is accepted, and the quote's
+    # compute section names it beside the stack, with the batch limit and CUDA graphs the intake gave.
+    from engine.job import run_job
+
+    intake = tmp_path / "old-release.yaml"
+    intake.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-2-70b\ngpu: H200\n"
+                      "gpu_count: 1\nprecision: fp8\nserving_engine: tensorrt-llm\nserving_engine_release: '0.5'\n"
+                      "max_batch_size: 64\ncuda_graphs: 'off'\nprompt_tokens: 128\noutput_tokens: 2048\n"
+                      "concurrency: 1\n", encoding="utf-8")
+    job = run_job(intake, tmp_path / "out", ruleset=ruleset, formats=("html",))
+    assert job.ok, job.problems
+    page = " ".join((tmp_path / "out" / "old-release.quote.html").read_text(encoding="utf-8").split())
+    assert "TensorRT-LLM 0.5" in page
+    assert "Off (eager mode)" in page
+    assert "Serving software&#39;s release" in page or "Serving software&#x27;s release" in page
