@@ -33,7 +33,7 @@ def planned_values(case: Case, ruleset) -> dict:
     problems = validate_intake(intake, ruleset)
     if problems:
         raise SizingError([Problem(p.code, f"{case.id}: {p.where}", p.message) for p in problems])
-    return {**intake.values, **plan_layout(intake.values, ruleset).chosen}
+    return {**intake.values, **plan_layout(intake.values, ruleset).chosen, **case.given()}
 
 
 def rows_of(cases: list[Case], ruleset) -> dict[str, Rows]:

@@ -340,3 +340,34 @@ def test_deepseek_runs_entered_with_their_stated_schedules_land_within_35_percen
     rows = table[table.case.str.startswith(("T87-", "T88-"))]
     assert len(rows) == 2
     assert (rows.error.abs() < 0.35).all(), rows[["case", "error"]]
+
+
+def _exllamav2_case(timed: str):
+    from engine.calc.evidence import Case
+    intake = {"serving_engine": "exllamav2", "workload": "online-inference", "model": "llama-2-7b", "gpu": "4090",
+              "gpu_count": 1, "precision": "fp16", "weight_precision": "int4", "concurrency": 1,
+              "prompt_tokens": 128, "output_tokens": 128}
+    return Case("X-exllamav2", "inference", "check", intake, {"tpot_ms": 5.0}, {"id": "x"}, "test", "output", timed)
+
+
+def test_a_case_timed_over_forward_passes_is_compared_without_the_host_work_per_token(ruleset):
+    """ExLlamaV2's README times model.forward with the argmax on the GPU (test_inference.py -s); its generators
+    copy the logits to the host and sample there. Batch 1, one token per iteration: the two estimates differ
+    by exactly the stack's host time per token, stack_token_overhead_ms (3.9 ms, rules/serving.yaml)."""
+    from engine.validation import estimate
+    whole, forward = estimate(_exllamav2_case("generation"), ruleset), estimate(_exllamav2_case("forward passes"), ruleset)
+    assert whole["stack_token_overhead_ms"] == pytest.approx(3.9)
+    assert forward["host_token_ms"] == 0 and whole["host_token_ms"] == pytest.approx(3.9)
+    assert whole["tpot_ms"] - forward["tpot_ms"] == pytest.approx(3.9, abs=1e-6)
+    # and the README's own cases say so
+    timed = {c.id: c.timed for c in load_cases(DEFAULT_CASES) if c.source.get("id") == "exllamav2-readme"}
+    assert len(timed) == 6 and set(timed.values()) == {"forward passes"}
+
+
+def test_a_case_names_what_was_timed_in_known_words(tmp_path):
+    from engine.problems import SizingError
+    path = tmp_path / "cases.yaml"
+    path.write_text("cases:\n  - {id: X1, group: inference, timed: sampling, intake: {}, measured: {tpot_ms: 1}}\n")
+    with pytest.raises(SizingError) as err:
+        load_cases(path)
+    assert "timed must be one of generation, forward passes" in str(err.value)

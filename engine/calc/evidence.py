@@ -14,6 +14,7 @@ from engine.problems import Problem, SizingError
 DEFAULT_CASES = PUBLISHED_CASES
 GROUPS = ("training", "inference", "memory", "facility")
 COUNTED = ("output", "prompt and output")
+TIMED = ("generation", "forward passes")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class Case:
     source: dict
     where: str
     counted_tokens: str = "output"   # what a tokens/s figure counts: "output", or "prompt and output"
+    timed: str = "generation"        # what the clock ran over: the stack's whole generation loop, or
+                                     # "forward passes" alone (no sampling or detokenising on the host)
+
+    def given(self) -> dict:
+        """What the figure's timing fixes beyond the intake: a source that timed the model's forward
+        passes alone (a speed test that takes the argmax on the GPU) left out the host's work per
+        generated token, so its estimate is compared without it (host_token_ms, rules/serving.yaml)."""
+        return {"host_token_ms": 0.0} if self.timed == "forward passes" else {}
 
     def comparable(self, quantity: str, measured: float) -> float:
         """The measured figure as the quantity the rules estimate. A harness that divides the whole
@@ -59,9 +68,14 @@ def load_cases(path: Path) -> list[Case]:
             problems.append(Problem("cases.counted", where, f"counted_tokens must be one of {', '.join(COUNTED)}.",
                                     fixer="rules"))
             continue
+        timed = str(item.get("timed") or "generation")
+        if timed not in TIMED:
+            problems.append(Problem("cases.timed", where, f"timed must be one of {', '.join(TIMED)}.",
+                                    fixer="rules"))
+            continue
         cases.append(Case(str(item["id"]), item["group"], str(item.get("use") or "check"),
                           plain(item["intake"]), plain(item["measured"]), plain(item.get("source") or {}), where,
-                          counted))
+                          counted, timed))
     if problems:
         raise SizingError(problems)
     return cases
