@@ -89,7 +89,10 @@ def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] |
         sources = np.array(rows.source)
         for source in sorted(set(rows.source)):
             held = sources == source
-            fold = [c for c in usable if len(informed[c.rule] - {source}) >= MIN_SOURCES]
+            # every coefficient the held-out source moved is refit without it, even on one source left:
+            # kept at its all-sources value, a coefficient two sources inform would score one of them
+            # with a value chosen on it (MIN_SOURCES decides what is shipped fitted, not what a fold keeps)
+            fold = [c for c in usable if informed[c.rule] - {source}]
             chosen = fit(rows.subset(~held), ruleset, fold, fitted if converge else shipped, converge)
             folds.setdefault(source, {}).update({c.rule: chosen[c.rule] for c in fold})
             test = rows.subset(held)

@@ -16,12 +16,14 @@ from engine.validation import compare, cross_validate, cv_tables, evidence_bands
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
 # held-out sets in (65 sources); the figures reached are in docs/accuracy.md (training 7.2%, 97% within
-# ±35%; inference 11.9%, 84% within ×1.5; memory 0.71%). A change that makes any of them worse fails here.
-# Issue 24 aims at inference ≤ 10% and training ≤ 7%: not reached — these hold what was, with a margin:
-# the inference median moves 12.0–12.8% with where the fit starts (docs/accuracy.md, serve6). (Folding the
-# second held-out set in raised inference from 9.9% to 14.2%: docs/holdout.md.)
+# ±35%; inference 10.9%, 81% within ×1.5; memory 0.71%). A change that makes any of them worse fails here.
+# Issue 24 aims at inference ≤ 10% and training ≤ 7%: not reached — these hold what was, with a margin.
+# The inference targets were 13% / 83% within ×1.5 until a coefficient that only two sources inform was
+# found kept, in the fold leaving one of them out, at the value fitted with it (engine/validation.py:
+# cross_validate); refit on the other source alone, the same model scored 13.0% / 80% (docs/accuracy.md).
+# (Folding the second held-out set in raised inference from 9.9% to 14.2%: docs/holdout.md.)
 TARGETS = {"training": {"median_abs_error": 0.08, "within_35pct": 0.95},
-           "inference": {"median_abs_error": 0.13, "within_factor_1_5": 0.83},
+           "inference": {"median_abs_error": 0.115, "within_factor_1_5": 0.80},
            "memory": {"median_abs_error": 0.01}}
 
 
@@ -232,6 +234,19 @@ def test_a_serving_stack_row_is_fitted_and_left_out_with_its_sources(cv):
     assert cv.informed[key] >= {"exllamav2-readme", "premai-benchmarks"}
     assert key in cv.folds["exllamav2-readme"] and key in cv.folds["premai-benchmarks"]
     assert cv.folds["exllamav2-readme"][key] != pytest.approx(cv.folds["premai-benchmarks"][key])
+
+
+def test_a_row_two_sources_inform_is_refit_on_the_other_when_one_is_left_out(cv):
+    """Gaudi's multiply row rests on Intel's Gaudi 2 and Gaudi 3 pages only. Leaving Gaudi 2 out, the row is
+    fitted on Gaudi 3 alone (and the other way round), never kept at the value both chose: that value was
+    chosen on the figures being scored. Every fitted coefficient's folds hold the same."""
+    key = "stack_gemm[0]"
+    assert cv.informed[key] == {"intel-gaudi2-perf", "intel-gaudi3-perf"}
+    assert key in cv.folds["intel-gaudi2-perf"] and key in cv.folds["intel-gaudi3-perf"]
+    assert cv.folds["intel-gaudi2-perf"][key] != pytest.approx(cv.folds["intel-gaudi3-perf"][key])
+    for rule in cv.fitted:
+        if len(cv.informed[rule]) >= 2:
+            assert all(rule in cv.folds[source] for source in cv.informed[rule]), rule
 
 
 def test_a_training_software_row_is_fitted_and_left_out_with_its_sources(cv):
