@@ -33,7 +33,7 @@ EXTRA_INPUT_TYPES = {
     "requests_total": "number", "tokens_per_sample": "number", "network_gb_s_per_gpu": "number",
     "virtual_pipeline_stages": "number", "context_parallel": "number", "expert_parallel": "number",
     "optimize_for": "text", "pipeline_schedule": "text", "training_framework": "text",
-    "sequence_parallel": "text", "recompute_policy": "text", "pipeline_split": "text",
+    "sequence_parallel": "text", "recompute_policy": "text",
     "max_batch_size": "number", "cuda_graphs": "text", "serving_engine_release": "text",
 }
 
