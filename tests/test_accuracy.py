@@ -53,6 +53,12 @@ HELD_OUT_FIRST_MEASURED = {"inference": 0.174, "training": 0.156, "memory": 0.02
 SECOND_HELD_OUT_FIRST_MEASURED = {"inference": 0.360, "training": 0.160, "memory": 0.096}
 
 
+# serve12's Gaudi source (Hugging Face's BLOOMZ-on-Gaudi2 blog, cases I-S12-*), entered before the model change
+# that followed it: the rules then in place quoted its 3 figures at +22.8%, +195.7% and -6.3% (median |error|
+# 22.8%; out of sample with --cv +12.7%, +185.5%, -13.8%). A change may only lower that median.
+SERVE12_FIRST_MEASURED = 0.228
+
+
 @pytest.fixture(scope="module")
 def cases():
     return load_cases(DEFAULT_CASES)
@@ -101,6 +107,12 @@ def test_held_out_figures_are_no_worse_than_first_measured(table, prefix, group,
     rows = table[table["case"].str.startswith(prefix) & (table["group"] == group)]
     assert len(rows) >= figures
     assert rows["error"].abs().median() <= ceiling, rows[["case", "error"]]
+
+
+def test_serve12_gaudi_source_is_no_worse_than_first_measured(table):
+    rows = table[table["case"].str.startswith("I-S12-")]
+    assert len(rows) >= 3
+    assert rows["error"].abs().median() <= SERVE12_FIRST_MEASURED, rows[["case", "error"]]
 
 
 @pytest.mark.parametrize("group", sorted(TARGETS))
@@ -244,12 +256,15 @@ def test_a_serving_stack_row_is_fitted_and_left_out_with_its_sources(cv):
 
 
 def test_a_row_two_sources_inform_is_refit_on_the_other_when_one_is_left_out(cv):
-    """Gaudi's multiply row rests on Intel's Gaudi 2 and Gaudi 3 pages only. Leaving Gaudi 2 out, the row is
-    fitted on Gaudi 3 alone (and the other way round), never kept at the value both chose: that value was
-    chosen on the figures being scored. Every fitted coefficient's folds hold the same."""
+    """Gaudi's multiply row rests on Intel's Gaudi 2 and Gaudi 3 pages and (serve12) Hugging Face's BLOOMZ-on-Gaudi2
+    blog. Leaving Gaudi 2 out, the row is fitted on the others (and the other way round), never kept at the value
+    all chose: that value was chosen on the figures being scored. The same for Gaudi's all-reduce latency row.
+    Every fitted coefficient's folds hold the same."""
+    gaudi = {"intel-gaudi2-perf", "intel-gaudi3-perf", "hf-bloomz-gaudi2"}
+    for key in ("stack_gemm[0]", "stack_allreduce_latency_ms[4]"):
+        assert cv.informed[key] == gaudi, key
+        assert all(key in cv.folds[source] for source in gaudi), key
     key = "stack_gemm[0]"
-    assert cv.informed[key] == {"intel-gaudi2-perf", "intel-gaudi3-perf"}
-    assert key in cv.folds["intel-gaudi2-perf"] and key in cv.folds["intel-gaudi3-perf"]
     assert cv.folds["intel-gaudi2-perf"][key] != pytest.approx(cv.folds["intel-gaudi3-perf"][key])
     for rule in cv.fitted:
         if len(cv.informed[rule]) >= 2:
