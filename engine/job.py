@@ -186,7 +186,7 @@ def write_quote(job: Job, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     layout = job.results.plan.chosen if job.results.plan is not None else {}
     job.quote = view.build_quote(job.intake, job.results,
                                  view.scaling_grid(job.intake, job.results, ruleset, layout))
-    job.quote.facility = build_facility(job.quote, ruleset, layout)
+    job.quote.facility = build_facility(job.quote, ruleset)
     return write_outputs(job.quote, job.outdir, job.stem, formats)
 
 

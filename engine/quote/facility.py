@@ -66,12 +66,12 @@ class Facility:
                 "step_time_s": {k: plain(v) for k, v in self.step_time.items()}}
 
 
-def build_facility(quote: Quote, ruleset, layout: dict | None = None) -> Facility:
+def build_facility(quote: Quote, ruleset) -> Facility:
     """The section for a quote already built; `ruleset` re-times a step on a non-blocking fabric."""
     m, values = quote.m, quote.results.values
     steps = {s.name: s for s in quote.results.trace}
     currency = str(values.get("cost_currency") or "USD")
-    step_time = _step_times(quote, ruleset, layout)
+    step_time = _step_times(quote, ruleset)
 
     def figure(key: str) -> Figure | None:
         value = values.get(key)
@@ -95,15 +95,19 @@ def build_facility(quote: Quote, ruleset, layout: dict | None = None) -> Facilit
     return Facility(parts, _sources(m, ruleset, values.get("gpu") or quote.results.inputs.get("gpu")), step_time)
 
 
-def _step_times(quote: Quote, ruleset, layout: dict | None) -> dict[str, float]:
-    """The quoted step time and the same step on a non-blocking fabric, when oversubscription slows it."""
+def _step_times(quote: Quote, ruleset) -> dict[str, float]:
+    """The quoted step time and the step on a non-blocking fabric, when oversubscription slows it: the
+    planner lays the job out again for that fabric, so the figure is what quoting it would say (on a
+    faster fabric it may pick another micro-batch or recompute share)."""
     values = quote.results.values
     if not (finite(values.get("fabric_slowdown")) and values["fabric_slowdown"] > 1
             and finite(values.get("step_time_s")) and quote.intake is not None):
         return {}
     from engine.calc.evaluate import evaluate
+    from engine.calc.planner import plan_layout
     try:
         inputs = {**quote.intake.values, **quote.results.inputs, "oversubscription": 1}
+        layout = plan_layout(inputs, ruleset).chosen
         other = evaluate(inputs, ruleset, only=("step_time_s",), layout=layout).values.get("step_time_s")
     except Exception:  # noqa: BLE001 — the section stands without the comparison; the log says why
         log.exception("non-blocking step time for %s could not be computed", quote.customer)
