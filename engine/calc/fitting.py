@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.calc.evaluate import evaluate_columns
+from engine.calc.formula import Formula
 from engine.calc.yamlfile import line_of, load_yaml_file
 from engine.paths import HOME
 from engine.problems import Problem, SizingError
@@ -124,23 +126,16 @@ def _reader(ruleset, table: str) -> str | None:
         known = {}
         _READERS[id(ruleset)] = (ruleset, known)
     if table not in known:
-        known[table] = next((r.name for r in ruleset.rules.values() if _only_lookup(r.formula.text, table)), None)
+        known[table] = next((r.name for r in ruleset.rules.values() if _only_lookup(r.formula, table)), None)
     return known[table]
 
 
-def _only_lookup(formula: str, table: str) -> bool:
+def _only_lookup(formula: Formula, table: str) -> bool:
     """Whether the formula is the table's lookup and nothing else: a fitted row replaces the whole rule,
     so a term beside the lookup (`lookup(...) + x`) would silently vanish from every fitted estimate."""
-    text = formula.replace(" ", "")
-    head = f'lookup("{table}",'
-    if not text.startswith(head):
-        return False
-    depth = 0
-    for i, char in enumerate(text):
-        depth += (char == "(") - (char == ")")
-        if depth == 0 and char == ")":
-            return i == len(text) - 1
-    return False
+    call = formula.tree.body
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "lookup"
+            and bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value == table)
 
 
 def cell_value(ruleset, key: str) -> float | None:
