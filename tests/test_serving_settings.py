@@ -1,4 +1,4 @@
-"""The server's settings the intake states: its batch limit (max_batch_size) and CUDA graphs (cuda_graphs)."""
+"""The server's settings the intake states: its batch limit (max_batch_size), CUDA graphs (cuda_graphs) and KV memory share."""
 
 from __future__ import annotations
 
@@ -98,3 +98,33 @@ def test_the_quote_names_the_release_and_server_settings_it_was_given(tmp_path, 
     assert "TensorRT-LLM 0.5" in page
     assert "Off (eager mode)" in page
     assert "Serving software&#39;s release" in page or "Serving software&#x27;s release" in page
+
+
+# Llama 3.1 70B in FP8 on one H200, offline: the KV cache decides the batch
+KV_MEMORY = {"customer": "Test Co.", "workload": "offline-inference", "model": "llama-3.1-70b", "precision": "fp8",
+             "gpu": "H200", "gpu_count": 1, "tensor_parallel": 1, "prompt_tokens": 1000, "output_tokens": 1000,
+             "requests_total": 3000}
+
+
+@pytest.mark.parametrize("engine, share, kv_gb", [
+    # M = 141 GiB = 151.398 GB; W = 72.651 GB of weights (capacity.yaml); A = 8,192 tokens x 8 bytes x 28,672
+    # FFN units = 1.879 GB of working memory; 1 GB of CUDA context.
+    ("vllm", None, 60.727),          # share of the whole card: 0.9 x 151.398 - 72.651 - 1.879 - 1
+    ("vllm", 0.95, 68.297),          # 0.95 x 151.398 - 75.530
+    ("tensorrt-llm", None, 68.280),  # share of what is free: 0.9 x (151.398 - 75.530)
+    ("tensorrt-llm", 0.95, 72.074),  # 0.95 x 75.868
+])
+def test_the_kv_memory_share_is_taken_as_each_software_takes_it(ruleset, engine, share, kv_gb):
+    job = {**KV_MEMORY, "serving_engine": engine, **({"kv_cache_memory_share": share} if share else {})}
+    values = evaluate(job, ruleset).values
+    assert values["kv_capacity_gb"] == pytest.approx(kv_gb, abs=0.002)
+
+
+def test_more_kv_memory_holds_a_larger_batch_offline(ruleset):
+    # TensorRT-LLM keeps an FP8 cache (163,840 bytes a token): 72.074 GB / 163,840 = 439,903 tokens at 0.95 against
+    # 416,750 at 0.9; a request holds 1,000 + 1,000 / 2 tokens, so 293 requests instead of 277.
+    job = {**KV_MEMORY, "serving_engine": "tensorrt-llm"}
+    default = evaluate(job, ruleset).values
+    raised = evaluate({**job, "kv_cache_memory_share": 0.95}, ruleset).values
+    assert (default["batch_per_replica"], raised["batch_per_replica"]) == (277, 293)
+    assert raised["output_tokens_per_s"] > default["output_tokens_per_s"]

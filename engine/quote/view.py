@@ -28,7 +28,7 @@ SECTIONS = (
      ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb",
       "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
       "max_concurrency")),
-    ("compute", ("gpu", "gpu_count", "serving_engine", "serving_engine_release", "max_batch_size", "cuda_graphs",
+    ("compute", ("gpu", "gpu_count", "serving_engine", "serving_engine_release", "max_batch_size", "kv_cache_memory_share", "cuda_graphs",
                  "training_framework", "utilization"),
      ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "goodput_used", "training_flops",
       "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
@@ -63,7 +63,7 @@ SCALING_KEYS = ("training_time_days", "training_time_hours", "gpu_hours", "outpu
                 "fits_in_memory")
 # Units the quote needs where a rule leaves its unit blank: shares read as percent,
 # money in the quote's currency.
-FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency", "goodput_used"}
+FRACTIONS = {"utilization", "utilization_used", "scaling_efficiency", "goodput_used", "kv_cache_memory_share"}
 MONEY = {"cost_total", "cost_per_million_tokens", "gpu_hour_price", "price_per_gpu_hour"}
 NAMED_BY = {"model": "model_name", "gpu": "gpu_name"}   # catalog ids give way to their names
 MAX_SCALING_GPUS = 65536
