@@ -159,8 +159,9 @@ def test_one_is_singular_in_english(quotes):
                for s in step["sources"])
 
 
-# Unit words a number can carry; a Chinese quote says them in Chinese ("8,030,000,000 个参数").
-ENGLISH_UNIT = re.compile(r"\d (parameters|bytes|samples|requests|steps|days|hours|minutes|GPUs)\b")
+# Unit words a number can carry; a Chinese quote says them in Chinese ("8,030,000,000 个参数"). A number, not the
+# digits ending a product's name: a source's own title ("… on NVIDIA H200 GPUs") is quoted as published.
+ENGLISH_UNIT = re.compile(r"(?<![A-Za-z\d.,])\d[\d,.]* (parameters|bytes|samples|requests|steps|days|hours|minutes|GPUs)\b")
 
 
 def test_chinese_quotes_say_their_units_in_chinese(quotes):
