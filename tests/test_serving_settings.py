@@ -128,3 +128,19 @@ def test_more_kv_memory_holds_a_larger_batch_offline(ruleset):
     raised = evaluate({**job, "kv_cache_memory_share": 0.95}, ruleset).values
     assert (default["batch_per_replica"], raised["batch_per_replica"]) == (277, 293)
     assert raised["output_tokens_per_s"] > default["output_tokens_per_s"]
+
+
+def test_an_offline_batch_the_planner_fills_the_cache_with_fits_in_memory(ruleset):
+    # The batch of 293 was sized on what a running request holds on average, 1,000 + 1,000 / 2 = 1,500 tokens:
+    # its cache is 163,840 x 1,500 x 293 / 1e9 = 72.008 GB, and 72.651 GB of weights + 72.008 + 1 GB of context =
+    # 145.66 GB of the card's 151.398. Counting every request at its full 2,000 tokens (96.01 GB, 169.66 GB in all)
+    # told the customer that one H200 "cannot run this" - the job NVIDIA's perf overview ran at 2,823 tokens/s.
+    values = evaluate({**KV_MEMORY, "serving_engine": "tensorrt-llm", "kv_cache_memory_share": 0.95}, ruleset).values
+    assert values["running_request_tokens"] == 1500
+    assert values["kv_cache_gb"] == pytest.approx(72.008, abs=0.001)
+    assert values["memory_per_gpu_gb"] == pytest.approx(145.659, abs=0.002)
+    assert values["fits_in_memory"]
+    # online, every admitted request still counts at its full length (the seed's KV formula)
+    online = evaluate({**KV_MEMORY, "workload": "online-inference", "serving_engine": "tensorrt-llm",
+                       "concurrency": 293}, ruleset).values
+    assert online["kv_cache_gb"] == pytest.approx(163_840 * 2_000 * 293 / 1e9, rel=1e-6)
