@@ -83,3 +83,17 @@ def test_a_reader_that_goes_away_stops_the_quotes_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=180) == BROKEN_PIPE, err
     assert "stopped unexpectedly" not in err and "Traceback" not in err
+
+
+def test_a_caller_that_sends_stdout_to_a_file_of_its_own_gets_the_output(tmp_path):
+    """The worker keeps descriptors 0–2 only: a stream on another descriptor (a file the caller
+    opened, pytest's capture) is carried back, not written from the worker to a closed descriptor
+    (which ended the worker: "the quoting process stopped unexpectedly", exit status 2)."""
+    import contextlib
+    from engine.cli import main
+    out = tmp_path / "out.txt"
+    with out.open("w", encoding="utf-8") as stream, contextlib.redirect_stdout(stream):
+        assert stream.fileno() > 2
+        code = main(["explain", str(SEED), "gpu_count"])
+    assert code == 0
+    assert "(gpu_count) = 8" in out.read_text(encoding="utf-8")

@@ -355,6 +355,40 @@ def test_sweep_keeps_memory_headroom_and_settles_near_ties_toward_fewer_gpus(tmp
     assert int(best["gpu_count"]) < 8
 
 
+TRT_70B_FULL_CACHE = """\
+customer: Test
+workload: offline-inference
+serving_engine: tensorrt-llm
+model: llama-3.1-70b
+precision: fp8
+gpu: H200
+gpu_count: 1
+prompt_tokens: 1000
+output_tokens: 1000
+requests_total: 100000
+kv_cache_memory_share: 0.95
+"""
+
+
+def test_a_serving_configuration_the_quote_runs_is_not_a_sweeps_does_not_fit(tmp_path, ruleset):
+    """The server keeps its own headroom (its memory share); a sweep adding 10% more refused the job
+    NVIDIA's perf overview ran (Llama 3.1 70B FP8 on one H200 under TensorRT-LLM) that the quote runs."""
+    from engine.cli import main
+    _, doc, _ = quote(tmp_path, "trt", TRT_70B_FULL_CACHE, ruleset, formats=("json",))
+    assert doc["results"]["feasible"] is True
+    source = tmp_path / "trt.yaml"
+    table = tmp_path / "sweep.csv"
+    assert main(["sweep", str(source), "--gpu", "H200", "--gpu-count", "1", "--csv", str(table)]) == 0
+    row = next(csv.DictReader(table.open(encoding="utf-8")))
+    # in 10⁹ bytes: the card 141 × 1.073741824 = 151.3976; the server fills the weights (72.6513), its
+    # working memory (1.8790), the CUDA context (1) and 0.95 of the 75.8672 left: 147.6042 — all but 3.79.
+    # The batch's cache at the tokens that sized it brings the job to 145.66, within it; the old limit,
+    # 0.9 × 151.3976 = 136.26, refused it ("does not fit in memory with its headroom", short by 1.07×).
+    assert float(row["memory_limit_gb"]) == pytest.approx(151.397597184 - 0.05 * 75.867202688, rel=1e-9)
+    assert float(row["memory_per_gpu_gb"]) == pytest.approx(doc["results"]["memory_per_gpu_gb"], rel=1e-9)
+    assert row["qualifies"] == "True" and row["misses"] == ""
+
+
 # ---------------------------------------------------------------- KV-cache precision
 
 def test_kv_cache_precision_the_form_and_the_quote_agree(tmp_path, ruleset):

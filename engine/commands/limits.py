@@ -39,8 +39,9 @@ def run_limited(box: Sandbox, source: Path, ruleset, function, *args):
     stopped it, after saying so on stderr with the flag that moves the limit."""
     from engine.problems import SizingError
     # The worker writes straight to this process's stdout and stderr (a progress bar stays
-    # live); streams without a file underneath (a caller's capture) are carried back instead.
-    capture = (not _has_file(sys.stdout), not _has_file(sys.stderr))
+    # live); other streams (a caller's capture, a file it opened) are carried back instead:
+    # the worker keeps only descriptors 0–2 open.
+    capture = (not _standard_stream(sys.stdout), not _standard_stream(sys.stderr))
     try:
         value, out, err, reader_gone = box.call(source, ruleset, _call, function, args, capture)
     except SizingError as e:
@@ -72,10 +73,10 @@ def _call(ruleset, function, args: tuple, capture: tuple[bool, bool]):
     return value, *(b.getvalue() if b else "" for b in buffers), reader_gone
 
 
-def _has_file(stream) -> bool:
+def _standard_stream(stream) -> bool:
+    """Whether the stream writes to descriptor 1 or 2, which the worker inherits open."""
     try:
-        stream.fileno()
-        return True
+        return stream.fileno() in (1, 2)
     except (AttributeError, OSError, ValueError):     # io.UnsupportedOperation is both of the last
         return False
 
