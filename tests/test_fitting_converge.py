@@ -1,7 +1,8 @@
 """A converged fit (fit(converge=True), sizing validate --cv --converged-fit) lands in the same place
-from any start, where coefficients trade along a ridge. (The three-pass default's spread on these rows
-depends on the other coefficients: 37% when written, 1% after the training refit that followed — so it
-is not held here; docs/accuracy.md, serve5, gives the full set's 12.3–13.3%.)"""
+from any start where the evidence pins the coefficients, and on the ridge where it does not. (The
+three-pass default's spread on these rows depends on the other coefficients: 37% when written, 1% after
+the training refit that followed — so it is not held here; docs/accuracy.md, serve5, gives the full
+set's 12.3–13.3%.)"""
 
 import pytest
 
@@ -19,29 +20,39 @@ RIDGE = [Coefficient("prompt_gemm_factor", "inference", 0.6, 2.0, "test"),
 STARTS = [(0.8, 0.6), (1.8, 1.4), (1.21, 0.92)]     # (prompt factor, serving multiplies factor) to start from
 
 
-@pytest.fixture(scope="module")
-def fits():
+def _converged_fits(sources: set[str] | None):
+    """The converged fit from each start, on these sources' inference figures (None: all of them)."""
     ruleset = current_ruleset()
-    cases = [c for c in load_cases(DEFAULT_CASES) if c.group == "inference" and c.source.get("id") in SOURCES]
+    cases = [c for c in load_cases(DEFAULT_CASES)
+             if c.group == "inference" and (sources is None or c.source.get("id") in sources)]
     rows = rows_of(cases, ruleset)["inference"]
-    assert len(rows) == 23
     shipped = shipped_coefficients(ruleset, load_coefficients(ruleset))
-    return [fit(rows, ruleset, RIDGE, {**shipped, "prompt_gemm_factor": p, "serving_gemm_factor": g},
-                converge=True) for p, g in STARTS]
+    return rows, [fit(rows, ruleset, RIDGE, {**shipped, "prompt_gemm_factor": p, "serving_gemm_factor": g},
+                      converge=True) for p, g in STARTS]
 
 
-def _spread(results, rule):
-    values = [r[rule] for r in results]
+def _spread(values):
     return max(values) / min(values) - 1
 
 
-def test_the_converged_fit_does_not_depend_on_where_it_starts(fits):
-    # measured when written (with the attention factor: prompt factor 0.81 / 0.78 / 0.80, attention
-    # 0.89 / 0.85 / 0.89, serving multiplies 1.44 / 1.50 / 1.45); with the attention share measured
-    # (serve6): prompt factor 0.939 from all three starts, serving multiplies 1.209 — within 6% required
+def test_the_converged_fit_does_not_depend_on_where_it_starts():
+    # On every inference figure (280) the two factors are pinned: 1.322 and 0.787 from all three starts
+    # (serve17, 2026-12-05) — within 6% required, as the shipped fit needs.
+    rows, fits = _converged_fits(None)
+    assert len(rows) >= 280
     for c in RIDGE:
-        assert _spread(fits, c.rule) < 0.06, c.rule
+        assert _spread([r[c.rule] for r in fits]) < 0.06, c.rule
 
+
+def test_on_a_true_ridge_the_converged_fit_finds_the_ridge():
+    # The three sources alone: since TensorRT-LLM's joining prompts run at the prompt's multiply share
+    # (serve17), their figures fix only the product of the two factors — a flat ridge. From the three
+    # starts: 1.387 × 0.825 = 1.144, 0.928 × 1.219 = 1.131, 1.125 × 1.013 = 1.140; each lands on it (the
+    # products within 3%) though where along it depends on the start (0.93 … 1.39, measured when written).
+    rows, fits = _converged_fits(SOURCES)
+    assert len(rows) == 23
+    products = [r["prompt_gemm_factor"] * r["serving_gemm_factor"] for r in fits]
+    assert _spread(products) < 0.03, products
 
 
 def test_a_fitted_table_must_be_read_by_a_rule_that_is_only_its_lookup(home_copy):
