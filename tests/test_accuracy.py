@@ -16,16 +16,18 @@ from engine.validation import compare, cross_validate, cv_tables, evidence_bands
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
 # held-out sets in (73 sources, 452 figures); the figures reached are in docs/accuracy.md (training 6.6%,
-# 97% within ±35%; inference 12.8%, 86% within ×1.5; memory 0.71%). A change that makes any of them worse
+# 97% within ±35%; inference 10.75%, 86% within ×1.5; memory 0.71%). A change that makes any of them worse
 # fails here. Issue 24 aims at training ≤ 7% (met: held at the aim itself) and inference ≤ 10% (not met:
 # held at what was reached, with a margin). Inference was 10.9% over 238 figures until serve14's 42 figures
 # from four sources the model had never seen came in, first measured at 14.5% (docs/accuracy.md, serve14):
-# the honest out-of-sample figure, so the target follows it (13.4% over the 280, 12.8% after serve15/16). (The 11.5% before that had been 13% until a
+# the honest out-of-sample figure, so the target follows it (13.4% over the 280, 12.8% after serve15/16; 10.75%
+# after serve17/18 and the refit, 11.4-11.7% when the folds start away from the all-sources fit, which carries
+# some of the held-out source's pull: docs/accuracy.md, eighth stop — hence 12%). (The 11.5% before that had been 13% until a
 # coefficient that only two sources inform was found kept, in the fold leaving one of them out, at the value
 # fitted with it: engine/validation.py, cross_validate. Folding the second held-out set in raised inference
 # from 9.9% to 14.2%: docs/holdout.md.)
 TARGETS = {"training": {"median_abs_error": 0.07, "within_35pct": 0.95},
-           "inference": {"median_abs_error": 0.13, "within_factor_1_5": 0.85},
+           "inference": {"median_abs_error": 0.12, "within_factor_1_5": 0.85},
            "memory": {"median_abs_error": 0.01}}
 
 
