@@ -65,12 +65,30 @@ class CrossValidation:
     folds: dict[str, dict[str, float]]     # held-out source → coefficients fitted without it
 
 
+_RECENT: dict[tuple, CrossValidation] = {}   # the last few, by their whole input
+RECENT_KEPT = 2
+
+
 def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] | None = None,
                    converge: bool = False) -> CrossValidation:
     """Leave-one-source-out: each figure estimated with coefficients chosen without its own source.
     `converge`: converged fits (engine/calc/fitting.py), each group's from the values fitted so far and
-    each fold's from the all-sources fit, so that nothing depends on the values the rule files hold."""
+    each fold's from the all-sources fit, so that nothing depends on the values the rule files hold.
+    The same question asked again in one process (the CLI after the accuracy tests' own run, which
+    take minutes each) is answered from the last answers: same rule files, cases and coefficients."""
     coefficients = load_coefficients(ruleset) if coefficients is None else coefficients
+    key = (ruleset.version, repr(cases), repr(coefficients), converge) if ruleset.version else None
+    if key in _RECENT:
+        return _RECENT[key]
+    result = _cross_validate(cases, ruleset, coefficients, converge)
+    if key is not None:
+        _RECENT[key] = result
+        while len(_RECENT) > RECENT_KEPT:
+            _RECENT.pop(next(iter(_RECENT)))
+    return result
+
+
+def _cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient], converge: bool) -> CrossValidation:
     shipped = shipped_coefficients(ruleset, coefficients)
     frames, fitted, informed, folds = [], dict(shipped), {}, {}
     for group, rows in rows_of(cases, ruleset).items():

@@ -186,3 +186,19 @@ def test_a_trusted_schema_judges_exactly_as_a_checked_one(workload):
     assert checked.validate(dict(wrong)) is trusted.validate(dict(wrong)) is False
     assert checked.errors == trusted.errors and len(checked.errors) >= 8
     assert checked.document == trusted.document
+
+
+def test_the_same_cross_validation_asked_twice_in_one_process_is_answered_once():
+    """The CLI after the accuracy tests' own run (minutes each) reuses the answer; another rule set or
+    another coefficient list is computed afresh."""
+    from engine.calc.evidence import DEFAULT_CASES, load_cases
+    from engine.calc.fitting import load_coefficients
+    from engine.calc.ruleset import load_ruleset
+    from engine.validation import cross_validate
+    from tests.conftest import ROOT
+    ruleset = load_ruleset(ROOT / "rules", ROOT / "catalogs")
+    cases = [c for c in load_cases(DEFAULT_CASES) if c.group == "memory"]
+    first = cross_validate(cases, ruleset)
+    assert cross_validate(list(cases), ruleset) is first
+    fewer = load_coefficients(ruleset)[1:]
+    assert cross_validate(cases, ruleset, fewer) is not first
