@@ -13,6 +13,7 @@ from engine.calc.evidence import GROUPS, Case
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
+from engine.calc.rulecache import cached_value
 from engine.intake.model import Intake
 from engine.job import validate_intake
 from engine.problems import Problem, SizingError
@@ -74,18 +75,39 @@ def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] |
     """Leave-one-source-out: each figure estimated with coefficients chosen without its own source.
     `converge`: converged fits (engine/calc/fitting.py), each group's from the values fitted so far and
     each fold's from the all-sources fit, so that nothing depends on the values the rule files hold.
-    The same question asked again in one process (the CLI after the accuracy tests' own run, which
-    take minutes each) is answered from the last answers: same rule files, cases and coefficients."""
+    The same question asked again (the CLI after the accuracy tests' own run, which take minutes
+    each) is answered from the last answers: same engine, rule files, cases and coefficients — in
+    one process from memory, across processes from the cache folder (engine/calc/rulecache.py)."""
     coefficients = load_coefficients(ruleset) if coefficients is None else coefficients
     key = (ruleset.version, repr(cases), repr(coefficients), converge) if ruleset.version else None
     if key in _RECENT:
         return _RECENT[key]
-    result = _cross_validate(cases, ruleset, coefficients, converge)
-    if key is not None:
-        _RECENT[key] = result
-        while len(_RECENT) > RECENT_KEPT:
-            _RECENT.pop(next(iter(_RECENT)))
+    if key is None:
+        return _cross_validate(cases, ruleset, coefficients, converge)
+    # one entry per kind of fit: a new question replaces the last answer instead of piling up beside it
+    stored = cached_value(f"cross-validation{'-converged' if converge else ''}", lambda: repr(key).encode(),
+                          lambda: _plain(_cross_validate(cases, ruleset, coefficients, converge)))
+    result = _RECENT[key] = _from_plain(stored)
+    while len(_RECENT) > RECENT_KEPT:
+        _RECENT.pop(next(iter(_RECENT)))
     return result
+
+
+def _plain(result: CrossValidation) -> dict:
+    """The answer as builtin containers and numbers, which is all the cache folder reads back."""
+    return {"table": result.table.to_dict("split"), "fitted": _floats(result.fitted),
+            "shipped": _floats(result.shipped), "informed": {k: set(v) for k, v in result.informed.items()},
+            "folds": {k: _floats(v) for k, v in result.folds.items()}}
+
+
+def _from_plain(stored: dict) -> CrossValidation:
+    split = stored["table"]
+    table = pd.DataFrame(split["data"], index=split["index"], columns=split["columns"])
+    return CrossValidation(table, stored["fitted"], stored["shipped"], stored["informed"], stored["folds"])
+
+
+def _floats(values: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items()}
 
 
 def _cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient], converge: bool) -> CrossValidation:

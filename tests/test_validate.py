@@ -202,3 +202,38 @@ def test_the_same_cross_validation_asked_twice_in_one_process_is_answered_once()
     assert cross_validate(list(cases), ruleset) is first
     fewer = load_coefficients(ruleset)[1:]
     assert cross_validate(cases, ruleset, fewer) is not first
+
+
+def test_the_same_cross_validation_in_another_process_is_read_from_the_cache_folder(tmp_path, monkeypatch):
+    """The README's `sizing validate --cv` after the accuracy tests' run, or run twice by a rule author: the
+    answer of the same engine, rule files, cases and coefficients is read back, equal to the one computed;
+    other cases, or an entry that was tampered with, are computed afresh."""
+    import pandas as pd
+
+    from engine import validation
+    from engine.calc.evidence import DEFAULT_CASES, load_cases
+    from engine.calc.ruleset import load_ruleset
+    from tests.conftest import ROOT
+    monkeypatch.setenv("SIZING_CACHE_DIR", str(tmp_path))
+    computed = []
+    real = validation._cross_validate
+    monkeypatch.setattr(validation, "_cross_validate", lambda *a: computed.append(1) or real(*a))
+    ruleset = load_ruleset(ROOT / "rules", ROOT / "catalogs")
+    cases = [c for c in load_cases(DEFAULT_CASES) if c.group == "memory"]
+
+    def fresh_process(these):
+        validation._RECENT.clear()      # what another process starts with: nothing in memory
+        return validation.cross_validate(these, ruleset)
+
+    first = fresh_process(cases)
+    again = fresh_process(cases)
+    assert len(computed) == 1
+    pd.testing.assert_frame_equal(first.table, again.table)
+    assert again.folds == first.folds and again.fitted == first.fitted and again.informed == first.informed
+
+    fresh_process(cases[1:])
+    assert len(computed) == 2
+    entry = tmp_path / "cross-validation.bin"
+    entry.write_bytes(entry.read_bytes()[:-5] + b"spoil")
+    fresh_process(cases[1:])
+    assert len(computed) == 3

@@ -95,28 +95,33 @@ def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
     containers, strings and numbers, and the engine's own data classes; anything else in an
     entry (another module's class, a callable) is refused and `build()` runs.
     """
+    source = Path(source).resolve()
+    return cached_value(f"{name}-{_digest(str(source).encode()).hex()[:16]}", lambda: source.read_bytes(), build)
+
+
+def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any]) -> Any:
+    """`build()`, or what it gave before for the same `inputs()` — everything the value depends on
+    besides the engine's code, which is always part of the key — in the entry `name`.
+
+    Only builtin containers, strings and numbers, and the engine's own data classes, are read back.
+    """
     folder = cache_dir()
     if folder is None:
         return build()
-    source = Path(source).resolve()
-    entry = folder / f"{name}-{_digest(str(source).encode()).hex()[:16]}.bin"
-    key = _key_of_file(source)
+    entry = folder / f"{name}.bin"
+    key = hashlib.sha256(MAGIC + sys.version.encode() + _code_digest() + inputs()).digest()
     payload = _read_payload(entry, key)
     if payload is not None:
         try:
             return _Unpickler(io.BytesIO(payload), None, None).load()
         except Exception as e:  # noqa: BLE001 — a damaged entry only costs the build
-            log.warning("cache %s could not be used (%s); reading %s", entry, e, source.name)
+            log.warning("cache %s could not be used (%s); computing it again", entry, e)
     value = build()
     try:
         _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception as e:  # noqa: BLE001 — no cache is only slower
         log.debug("cache not written to %s: %s", entry, e)
     return value
-
-
-def _key_of_file(source: Path) -> bytes:
-    return hashlib.sha256(MAGIC + sys.version.encode() + _code_digest() + source.read_bytes()).digest()
 
 
 def _digest(*parts: bytes) -> bytes:
