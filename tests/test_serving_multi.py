@@ -66,10 +66,7 @@ def test_an_all_reduce_on_the_amd_mesh_waits_longer_than_through_nvswitch(rulese
     # x 8,192 x 2 B, ring share 2 x 7 / 8, over the link (448 / 450 GB/s) x 0.8
     bytes_term = lambda v, link: 2 * 80 * 2 * 7 / 8 * 2 * 8192 * 2 / (link * 1e9 * 0.8)   # noqa: E731
     assert amd["tp_sync_s"] - bytes_term(amd, 448) == pytest.approx(2 * 80 * 29e-6, rel=1e-3)
-    # on NVIDIA the 32 kB message goes to vLLM's one-stage kernel, in which every GPU reads it from its 7 peers:
-    # 7 message sizes per GPU, not the ring's 2 x 7 / 8 (allreduce_decode_s, serve20)
-    one_shot_bytes = 2 * 80 * 7 * 2 * 8192 * 2 / (450 * 1e9 * 0.8)
-    assert nvidia["tp_sync_s"] - one_shot_bytes == pytest.approx(2 * 80 * 10e-6, rel=1e-3)
+    assert nvidia["tp_sync_s"] - bytes_term(nvidia, 450) == pytest.approx(2 * 80 * 10e-6, rel=1e-3)
 
 
 def test_a_given_concurrency_past_the_stacks_cap_queues_instead_of_batching(ruleset):
