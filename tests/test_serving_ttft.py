@@ -30,31 +30,28 @@ def test_the_wait_is_the_rest_of_a_length_biased_iteration(ruleset):
 
 
 def test_a_prompt_folded_into_the_next_iteration_shares_its_weight_read(ruleset):
-    # TensorRT-LLM's in-flight batching: the next iteration is one without a prompt (16.5 ms), the prompts of the
-    # others that arrived during the iteration it waited in — a long one more often: 2 x 10.5375 = 21.075 ms
-    # against the average 18, so 1.5 x 21.075 / 18 = 1.75625 ms of them (serve21) — plus this prompt's own work,
-    # 47.6 - 13 - 0.94 - 1.6 = 32.06 ms -> 50.31625 ms; 10.5375 + 50.31625 = 60.85375 ms (serve18: 50.06 and
-    # 60.5975 ms, the others' prompts those of an average iteration). The rule before: 9 + max(18, 16.5 + 47.6) = 73.1 ms.
+    # TensorRT-LLM's in-flight batching: the next iteration is an average one (18 ms, the others' prompts in it)
+    # plus this prompt's own work, 47.6 - 13 - 0.94 - 1.6 = 32.06 ms -> 50.06 ms; 10.5375 + 50.06 = 60.5975 ms.
+    # The old rule: 9 + max(18, 16.5 + 47.6) = 73.1 ms.
     values = evaluate({**PARTS, "serving_engine": "tensorrt-llm"}, ruleset).values
     assert values["stack_overlap_schedule"] is False
-    assert values["prompt_iteration_s"] * 1000 == pytest.approx(50.31625, abs=1e-6)
-    assert values["ttft_ms"] == pytest.approx(60.85375, abs=1e-6)
+    assert values["prompt_iteration_s"] * 1000 == pytest.approx(50.06, abs=1e-6)
+    assert values["ttft_ms"] == pytest.approx(60.5975, abs=1e-6)
 
 
 @pytest.mark.parametrize("release, overlap, ttft_ms", [
     # the overlap scheduler (SGLang from PR #2067): the wait, the batch already launched (18 ms), its own pass
-    # (47.6 ms, weights read again) with the prompts that arrived during the iteration it waited in (serve21:
-    # 10 / 256 x 32.06 ms x 21.075 / 18 = 1.466277 ms) -> 49.066277 ms: 10.5375 + 18 + 49.066277 = 77.603777 ms
-    (None, True, 77.603777),
-    # SGLang 0.3: received when the batch ends, its pass next: 10.5375 + 49.066277 = 59.603777 ms
-    ("sglang-0.3", False, 59.603777),
+    # (47.6 ms, weights read again): 10.5375 + 18 + 47.6 = 76.1375 ms
+    (None, True, 76.1375),
+    # SGLang 0.3: received when the batch ends, its pass next: 10.5375 + 47.6 = 58.1375 ms
+    ("sglang-0.3", False, 58.1375),
 ])
 def test_sglang_overlap_scheduler_queues_one_batch_ahead(ruleset, release, overlap, ttft_ms):
     job = {**PARTS, "serving_engine": "sglang", **({"serving_engine_release": release} if release else {})}
     values = evaluate(job, ruleset).values
     assert values["stack_overlap_schedule"] is overlap
-    assert values["prompt_iteration_s"] * 1000 == pytest.approx(49.066277, abs=1e-5)
-    assert values["ttft_ms"] == pytest.approx(ttft_ms, abs=1e-5)
+    assert values["prompt_iteration_s"] * 1000 == pytest.approx(47.6, abs=1e-6)
+    assert values["ttft_ms"] == pytest.approx(ttft_ms, abs=1e-6)
 
 
 def test_one_request_alone_is_its_prompt(ruleset):
