@@ -55,6 +55,12 @@ HELD_OUT_FIRST_MEASURED = {"inference": 0.174, "training": 0.156, "memory": 0.02
 # The second held-out set (cases H2-*): 9 more sources, scored once at 87d427c before the 2026-12-04 afternoon
 # changes (serving 36.0% on 54 figures, training 16.0% on 13, memory 9.6% on 4), then folded in.
 SECOND_HELD_OUT_FIRST_MEASURED = {"inference": 0.360, "training": 0.160, "memory": 0.096}
+# The third held-out set (validation/holdout.yaml, cases H3-*): 56 serving figures from 3 sources the published
+# set does not cite, scored once at 8811784's rules before any change (median |error| 25.0%, 10 within 10%;
+# docs/holdout.md) and kept out of every fit — not folded in: at --cv they moved the published figures' folds from
+# 10.47% to 11.41%, the strain of evidence the model cannot yet answer. A change may only lower their median.
+HOLDOUT = DEFAULT_CASES.parent / "holdout.yaml"
+THIRD_HELD_OUT_FIRST_MEASURED = 0.251
 
 
 # serve12's Gaudi source (Hugging Face's BLOOMZ-on-Gaudi2 blog, cases I-S12-*), entered before the model change
@@ -111,6 +117,16 @@ def test_held_out_figures_are_no_worse_than_first_measured(table, prefix, group,
     rows = table[table["case"].str.startswith(prefix) & (table["group"] == group)]
     assert len(rows) >= figures
     assert rows["error"].abs().median() <= ceiling, rows[["case", "error"]]
+
+
+def test_the_held_out_set_is_no_worse_than_first_measured(ruleset, cases):
+    """Out of sample by construction: no fit and no choice saw these sources."""
+    held = load_cases(HOLDOUT)
+    assert len(held) >= 56 and all(c.id.startswith("H3-") and c.group == "inference" for c in held)
+    assert not {c.source["url"] for c in held} & {c.source["url"] for c in cases}
+    assert not {c.source["id"] for c in held} & {c.source["id"] for c in cases}
+    errors = compare(held, ruleset)["error"].abs()
+    assert errors.median() <= THIRD_HELD_OUT_FIRST_MEASURED, errors.describe()
 
 
 def test_serve12_gaudi_source_is_no_worse_than_first_measured(table):
