@@ -197,3 +197,19 @@ def test_a_forged_data_cache_runs_nothing_and_is_rebuilt(cache, tmp_path):
     path.write_bytes(MAGIC + key + _digest(key, evil) + evil)
     assert cached_data("data", source, lambda: {"a": 2}) == {"a": 2}
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_second_process_waits_for_the_entry_being_built_instead_of_building_it_again(cache, tmp_path):
+    """Two commands asking for the same minutes-long value (the test suite's accuracy tests and the README's
+    `validate --cv` on another worker): the second waits for the first's entry; the value is built once."""
+    builds = tmp_path / "builds.txt"
+    program = ("import sys, time; from engine.calc.rulecache import cached_value\n"
+               "def build():\n"
+               f"    open({str(builds)!r}, 'a').write('built\\n'); time.sleep(2); return {{'answer': 42}}\n"
+               "print(cached_value('probe', lambda: b'the same inputs', build))\n")
+    env = {**os.environ, "SIZING_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    first, second = (subprocess.Popen([sys.executable, "-c", program], env=env, stdout=subprocess.PIPE, text=True)
+                     for _ in range(2))
+    outputs = [p.communicate(timeout=60)[0] for p in (first, second)]
+    assert outputs == ["{'answer': 42}\n"] * 2
+    assert builds.read_text() == "built\n"

@@ -9,6 +9,7 @@ used: the files are loaded as if there were no cache, and the entry is written a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -110,18 +111,50 @@ def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any
         return build()
     entry = folder / f"{name}.bin"
     key = hashlib.sha256(MAGIC + sys.version.encode() + _code_digest() + inputs()).digest()
-    payload = _read_payload(entry, key)
-    if payload is not None:
+    found = _load_entry(entry, key)
+    if found is not None:
+        return found[0]
+    # Another process building the same entry (a minutes-long cross-validation) is waited for, not repeated.
+    with _building(entry):
+        found = _load_entry(entry, key)
+        if found is not None:
+            return found[0]
+        value = build()
         try:
-            return _Unpickler(io.BytesIO(payload), None, None).load()
-        except Exception as e:  # noqa: BLE001 — a damaged entry only costs the build
-            log.warning("cache %s could not be used (%s); computing it again", entry, e)
-    value = build()
-    try:
-        _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception as e:  # noqa: BLE001 — no cache is only slower
-        log.debug("cache not written to %s: %s", entry, e)
+            _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as e:  # noqa: BLE001 — no cache is only slower
+            log.debug("cache not written to %s: %s", entry, e)
     return value
+
+
+def _load_entry(entry: Path, key: bytes) -> tuple[Any] | None:
+    """(value,) from an entry fit to use, else None."""
+    payload = _read_payload(entry, key)
+    if payload is None:
+        return None
+    try:
+        return (_Unpickler(io.BytesIO(payload), None, None).load(),)
+    except Exception as e:  # noqa: BLE001 — a damaged entry only costs the build
+        log.warning("cache %s could not be used (%s); computing it again", entry, e)
+        return None
+
+
+@contextlib.contextmanager
+def _building(entry: Path):
+    """Hold the entry's lock file while its value is built; without one (no folder, no flock) just build."""
+    try:
+        import fcntl
+        locks = entry.parent / "locks"
+        locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = os.open(locks / f"{entry.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(lock)      # closing releases the lock
 
 
 def _digest(*parts: bytes) -> bytes:
