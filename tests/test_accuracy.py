@@ -13,6 +13,7 @@ from engine.calc.evidence import DEFAULT_CASES, load_cases
 from engine.calc.fitting import load_coefficients
 from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
+from tests.test_readme_examples import CV_COMMANDS, run_as_written
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
 # held-out sets in (73 sources, 452 figures); the figures reached are in docs/accuracy.md (training 6.6%,
@@ -117,6 +118,13 @@ def test_held_out_figures_are_no_worse_than_first_measured(table, prefix, group,
     rows = table[table["case"].str.startswith(prefix) & (table["group"] == group)]
     assert len(rows) >= figures
     assert rows["error"].abs().median() <= ceiling, rows[["case", "error"]]
+
+
+@pytest.mark.parametrize("line", CV_COMMANDS)
+def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
+    """The README's `sizing validate --cv`, in a process of its own after this module's cross-validation (the `cv`
+    fixture): the same question, which it answers from the test run's cache folder."""
+    run_as_written(line, tmp_path)
 
 
 def test_the_held_out_set_is_no_worse_than_first_measured(ruleset, cases):
