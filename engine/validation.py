@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -68,6 +69,7 @@ class CrossValidation:
 
 _RECENT: dict[tuple, CrossValidation] = {}   # the last few, by their whole input
 RECENT_KEPT = 2
+CACHED_KEPT = 4    # in the cache folder
 
 
 def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] | None = None,
@@ -84,9 +86,11 @@ def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] |
         return _RECENT[key]
     if key is None:
         return _cross_validate(cases, ruleset, coefficients, converge)
-    # one entry per kind of fit: a new question replaces the last answer instead of piling up beside it
-    stored = cached_value(f"cross-validation{'-converged' if converge else ''}", lambda: repr(key).encode(),
-                          lambda: _plain(_cross_validate(cases, ruleset, coefficients, converge)))
+    # an entry per question, so that one process waiting for another's answer waits only for its own
+    # question; the last few are kept
+    question = repr(key).encode()
+    stored = cached_value(f"cross-validation-{hashlib.sha256(question).hexdigest()[:16]}", lambda: question,
+                          lambda: _plain(_cross_validate(cases, ruleset, coefficients, converge)), keep=CACHED_KEPT)
     result = _RECENT[key] = _from_plain(stored)
     while len(_RECENT) > RECENT_KEPT:
         _RECENT.pop(next(iter(_RECENT)))

@@ -233,7 +233,12 @@ def test_the_same_cross_validation_in_another_process_is_read_from_the_cache_fol
 
     fresh_process(cases[1:])
     assert len(computed) == 2
-    entry = tmp_path / "cross-validation.bin"
-    entry.write_bytes(entry.read_bytes()[:-5] + b"spoil")
+    fresh_process(cases)                # the first question's answer is still there beside the second's
+    assert len(computed) == 2
+    for entry in tmp_path.glob("cross-validation-*.bin"):
+        entry.write_bytes(entry.read_bytes()[:-5] + b"spoil")
     fresh_process(cases[1:])
     assert len(computed) == 3
+    for n in range(2, 8):               # only the last few questions are kept
+        fresh_process(cases[n:])
+    assert len(list(tmp_path.glob("cross-validation-*.bin"))) == validation.CACHED_KEPT

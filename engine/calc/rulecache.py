@@ -100,11 +100,13 @@ def cached_data(name: str, source: Path, build: Callable[[], Any]) -> Any:
     return cached_value(f"{name}-{_digest(str(source).encode()).hex()[:16]}", lambda: source.read_bytes(), build)
 
 
-def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any]) -> Any:
+def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any], keep: int | None = None) -> Any:
     """`build()`, or what it gave before for the same `inputs()` — everything the value depends on
     besides the engine's code, which is always part of the key — in the entry `name`.
 
     Only builtin containers, strings and numbers, and the engine's own data classes, are read back.
+    `keep`: the entry is one of a family (`name` up to its last "-"), of which the `keep` most recently
+    written stay and older ones are removed.
     """
     folder = cache_dir()
     if folder is None:
@@ -124,7 +126,21 @@ def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any
             _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as e:  # noqa: BLE001 — no cache is only slower
             log.debug("cache not written to %s: %s", entry, e)
+    if keep is not None:
+        _prune(folder, name.rsplit("-", 1)[0], keep)
     return value
+
+
+def _prune(folder: Path, family: str, keep: int) -> None:
+    """Remove all but the `keep` newest entries of a family; one that vanishes meanwhile is no matter."""
+    def written(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+    for old in sorted(folder.glob(f"{family}-*.bin"), key=written, reverse=True)[keep:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def _load_entry(entry: Path, key: bytes) -> tuple[Any] | None:
