@@ -81,11 +81,11 @@ def cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient] |
     each) is answered from the last answers: same engine, rule files, cases and coefficients — in
     one process from memory, across processes from the cache folder (engine/calc/rulecache.py)."""
     coefficients = load_coefficients(ruleset) if coefficients is None else coefficients
-    key = (ruleset.version, repr(cases), repr(coefficients), converge) if ruleset.version else None
+    if not ruleset.version:     # a rule set without a version cannot be told from another: computed every time
+        return _cross_validate(cases, ruleset, coefficients, converge)
+    key = (ruleset.version, repr(cases), repr(coefficients), converge)
     if key in _RECENT:
         return _RECENT[key]
-    if key is None:
-        return _cross_validate(cases, ruleset, coefficients, converge)
     # an entry per question, so that one process waiting for another's answer waits only for its own
     # question; the last few are kept
     question = repr(key).encode()

@@ -17,8 +17,8 @@ if str(ROOT) not in sys.path:
 
 # The rule-set cache (engine.calc.rulecache) of a test run, and of the commands it starts,
 # lives in a folder of its own: never the developer's ~/.cache, never one from an earlier run.
-# pytest-xdist's workers share the one their controller made (they inherit its environment), so
-# the README's `validate --cv` reads the cross-validation the accuracy tests computed on another worker.
+# pytest-xdist's workers share the one their controller made (they inherit its environment): an entry
+# one worker built is read by the other, and one being built is waited for rather than built twice.
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("SIZING_TEST_RUN_CACHE"):
     os.environ["SIZING_CACHE_DIR"] = os.environ["SIZING_TEST_RUN_CACHE"]
 else:

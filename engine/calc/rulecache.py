@@ -126,8 +126,9 @@ def cached_value(name: str, inputs: Callable[[], bytes], build: Callable[[], Any
             _write_payload(entry, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as e:  # noqa: BLE001 — no cache is only slower
             log.debug("cache not written to %s: %s", entry, e)
-    if keep is not None:
-        _prune(folder, name.rsplit("-", 1)[0], keep)
+        else:
+            if keep is not None:
+                _prune(folder, name.rsplit("-", 1)[0], keep)
     return value
 
 
