@@ -13,7 +13,7 @@ from engine.calc.evidence import DEFAULT_CASES, load_cases
 from engine.calc.fitting import load_coefficients
 from engine.cli import main
 from engine.validation import compare, cross_validate, cv_tables, evidence_bands, evidence_keys, summarise
-from tests.test_readme_examples import CV_COMMANDS, run_as_written
+from tests.readme import CV_COMMANDS, run_as_written
 
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
 # held-out sets in (73 sources, 452 figures); the figures reached are in docs/accuracy.md (training 6.6%,
