@@ -15,6 +15,8 @@ EXAMPLES = (("sizing validate", "every published case beside its estimate, and t
             ("sizing validate --max-median-error training=0.10 --max-worst-factor inference=1.6",
              "fail past these limits (in CI)"),
             ("sizing validate --cv", "each figure also out of sample: coefficients chosen without its own source"),
+            ("sizing validate --cv --fit-orders 3", "and how far out of sample moves with the order the fits "
+             "take the coefficients in"),
             ("sizing validate --json", "the same as JSON"))
 EXIT = "0 within every limit given; 1 a limit exceeded (FAIL lines); 2 a bad cases file or limit."
 
@@ -29,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--converged-fit", action="store_true",
                         help="with --cv: fit until no pass improves, with pattern moves and errors within "
                              "±5%% rounded off, from the all-sources fit (engine/calc/fitting.py)")
+    parser.add_argument("--fit-orders", type=int, default=1, metavar="N",
+                        help="with --cv: cross-validate again with the coefficients fitted in N orders (the "
+                             "file's, then seeded shuffles) and print how far out of sample moves with the "
+                             "order; about three minutes per order")
     parser.add_argument("--max-median-error", action="append", default=[], metavar="GROUP=FRACTION",
                         help="fail if a group's median absolute error exceeds this, e.g. training=0.10")
     parser.add_argument("--max-worst-error", action="append", default=[], metavar="GROUP=FRACTION",
@@ -40,14 +46,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from engine.calc.evidence import GROUPS, load_cases
     from engine.calc.ruleset import current_ruleset
-    from engine.validation import (check_limits, compare, cross_validate, cv_tables, render_cv_text,
-                                   render_text, summarise)
+    from engine.validation import (check_limits, compare, cross_validate, cv_tables, order_spread,
+                                   render_cv_text, render_order_spread, render_text, summarise)
     try:
         limits = parse_limits(args, GROUPS)
+        if args.fit_orders < 1 or (args.fit_orders > 1 and (not args.cv or args.converged_fit)):
+            raise SizingError([Problem("validate.orders", f"--fit-orders {args.fit_orders}",
+                                       "--fit-orders takes a count of 1 or more, with --cv and without "
+                                       "--converged-fit: it varies the order of the three-pass fits.")])
         cases = load_cases(args.file)
         if args.cv:
             cv = cross_validate(cases, current_ruleset(), converge=args.converged_fit)
             inside, table = cv_tables(cv)
+            spread = order_spread(cases, current_ruleset(), args.fit_orders) if args.fit_orders > 1 else None
         else:
             table = compare(cases, current_ruleset())
     except SizingError as e:
@@ -62,9 +73,13 @@ def run(args) -> int:
             document |= {"in_sample": summarise(inside), "out_of_sample": summary,
                          "coefficients": {r: {"rules": cv.shipped[r], "fitted": cv.fitted[r],
                                               "sources": sorted(cv.informed.get(r, ()))} for r in cv.shipped}}
+            if spread:
+                document["fit_orders"] = spread
         print(json.dumps(document, indent=2, default=float))
     else:
         print(render_cv_text(cv, current_ruleset()) if args.cv else render_text(table, summary))
+        if args.cv and spread:
+            print(render_order_spread(spread))
         for f in failures:
             print(f"FAIL: {f}")
     return 1 if failures else 0
