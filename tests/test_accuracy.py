@@ -62,6 +62,12 @@ SECOND_HELD_OUT_FIRST_MEASURED = {"inference": 0.360, "training": 0.160, "memory
 # 10.47% to 11.41%, the strain of evidence the model cannot yet answer. A change may only lower their median.
 HOLDOUT = DEFAULT_CASES.parent / "holdout.yaml"
 THIRD_HELD_OUT_FIRST_MEASURED = 0.251
+# The fourth (cases H4-*): 13 serving figures from the Qwen1.5 and Qwen2 documentation's speed pages — Transformers
+# serving mixture-of-experts models, with dense rows and vLLM rows of the same tables — entered before scoring and
+# first measured at 8811784's rules: median |error| 187.0%, 1 within 10% (the MoE rows +478…+839%). The expert
+# loop that answers them (rules/serving.yaml, stack_expert_host_ms) is set from Transformers' code, not fitted on
+# them, so they stay out of sample (docs/holdout.md, "Fourth held-out set").
+FOURTH_HELD_OUT_FIRST_MEASURED = 1.870
 
 
 # serve12's Gaudi source (Hugging Face's BLOOMZ-on-Gaudi2 blog, cases I-S12-*), entered before the model change
@@ -127,14 +133,30 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
     run_as_written(line, tmp_path)
 
 
-def test_the_held_out_set_is_no_worse_than_first_measured(ruleset, cases):
+def test_the_held_out_sets_are_no_worse_than_first_measured(ruleset, cases):
     """Out of sample by construction: no fit and no choice saw these sources."""
     held = load_cases(HOLDOUT)
-    assert len(held) >= 56 and all(c.id.startswith("H3-") and c.group == "inference" for c in held)
+    assert all(c.id.startswith(("H3-", "H4-")) and c.group == "inference" for c in held)
     assert not {c.source["url"] for c in held} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held} & {c.source["id"] for c in cases}
-    errors = compare(held, ruleset)["error"].abs()
-    assert errors.median() <= THIRD_HELD_OUT_FIRST_MEASURED, errors.describe()
+    table = compare(held, ruleset)
+    for prefix, figures, ceiling in (("H3-", 56, THIRD_HELD_OUT_FIRST_MEASURED),
+                                     ("H4-", 13, FOURTH_HELD_OUT_FIRST_MEASURED)):
+        errors = table[table["case"].str.startswith(prefix)]["error"].abs()
+        assert len(errors) == figures
+        assert errors.median() <= ceiling, (prefix, errors.describe())
+
+
+def test_transformers_serving_a_mixture_of_experts_is_quoted_within_half_of_the_held_out_runs(ruleset):
+    """Transformers 4.40-4.51 visit every expert of every layer from Python, a host round trip each: quoted as one
+    grouped multiply, its MoE runs were 5-9x too fast (H4 as first measured, H3-I25/I26 20x). Set from the code,
+    not fitted on these runs: within a factor of 1.5 of each."""
+    held = [c for c in load_cases(HOLDOUT) if c.intake.get("serving_engine") == "transformers"
+            and evaluate({"model": c.intake["model"]}, ruleset, only=["is_moe"]).values["is_moe"]]
+    assert len(held) >= 8
+    table = compare(held, ruleset)
+    ratio = table["estimated"] / table["measured"]
+    assert ((ratio < 1.5) & (ratio > 1 / 1.5)).all(), table[["case", "error"]]
 
 
 def test_serve12_gaudi_source_is_no_worse_than_first_measured(table):
