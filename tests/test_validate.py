@@ -283,6 +283,9 @@ def test_where_three_fitting_passes_stop_depends_on_the_order_and_the_spread_rep
     table = cv_tables(cross_validate(cases, ruleset))[1]
     errors = table[table["group"] == "training"]["error"].abs()
     assert spread[0]["training"]["within_aim"] == int((errors <= 0.07).sum())
+    from engine.validation import render_order_spread
+    line = next(x for x in render_order_spread(spread).splitlines() if x.startswith("training"))
+    assert f"{spread[0]['training']['median_abs_error']:.2%} ({spread[0]['training']['within_aim']})" in line
 
 
 def test_fit_orders_needs_the_cross_validation():
