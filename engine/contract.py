@@ -41,7 +41,7 @@ EXTRA_INPUT_TYPES = {
 # Layout fields the planner chooses when an intake leaves them blank (DESIGN.md §4, `plan`).
 TRAINING_LAYOUT = ("zero_stage", "tensor_parallel", "pipeline_parallel", "virtual_pipeline_stages",
                    "context_parallel", "expert_parallel", "micro_batch_size", "activation_checkpointing")
-INFERENCE_LAYOUT = ("tensor_parallel", "expert_parallel", "concurrency")
+INFERENCE_LAYOUT = ("tensor_parallel", "pipeline_parallel", "expert_parallel", "concurrency")
 
 RESULT_KEYS = (
     "peak_tflops_per_gpu", "utilization_used", "scaling_efficiency", "effective_tflops_total",

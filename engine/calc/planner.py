@@ -18,7 +18,8 @@ ONLINE = "online-inference"
 TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memory_limit_gb")
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
                    "concurrency_used", "memory_concurrency", "meets_latency_targets", "stack_max_batch", "dp")
-SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq")
+SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq",
+         "pp", "stack_layer_split")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
 # Recomputing only as many layers as memory needs (Megatron-LM --recompute-method block
 # --recompute-num-layers, NeMo activations_checkpoint_num_layers): the planner's recompute is full
@@ -306,14 +307,24 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
     gpus = _count(values.get("gpu_count"))
     heads = _count(shape.get("n_heads"))
     per_node = _count(shape.get("gpus_per_node_used")) or 8
-    tps = [t for t in _pow2(min(per_node, gpus)) if gpus % t == 0 and (not heads or heads % t == 0)]
+    # a pipeline's stages each take their own GPUs; software that splits a model by layers
+    # (serving.yaml, stack_layer_split) does not also split each layer
+    stages = _count(shape.get("pp")) or 1
+    per_stage = max(gpus // stages, 1)
+    tps = [t for t in _pow2(min(per_node, per_stage)) if per_stage % t == 0 and (not heads or heads % t == 0)]
+    if shape.get("stack_layer_split"):
+        tps = [1]
     tps = [given["tensor_parallel"]] if "tensor_parallel" in given else tps or [1]
     if workload == ONLINE and "concurrency" not in given:
         batches = _batches(MAX_BATCH)
-        rows = [(tp, b * max(gpus // tp, 1)) for tp in tps for b in batches]
-        return {"tensor_parallel": np.asarray([r[0] for r in rows], dtype=float),
-                "concurrency": np.asarray([r[1] for r in rows], dtype=float)}
-    return {"tensor_parallel": np.asarray(tps, dtype=float)}
+        rows = [(tp, b * max(gpus // (tp * stages), 1)) for tp in tps for b in batches]
+        columns = {"tensor_parallel": np.asarray([r[0] for r in rows], dtype=float),
+                   "concurrency": np.asarray([r[1] for r in rows], dtype=float)}
+    else:
+        columns = {"tensor_parallel": np.asarray(tps, dtype=float)}
+    if stages > 1:      # the stages the intake gave, or the layer split the software makes: shown with the layout
+        columns["pipeline_parallel"] = np.full(len(columns["tensor_parallel"]), float(stages))
+    return columns
 
 
 def _serving_keys(frame, columns, workload: str, values: dict) -> tuple[tuple, np.ndarray]:
