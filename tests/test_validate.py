@@ -104,6 +104,25 @@ def test_unknown_gpu_lists_the_closest_catalog_entries(tmp_path):
     assert "H100" in problem.message and "closest" in problem.message
 
 
+@pytest.mark.parametrize("lang, typed, meant", [
+    ("en", "transfomers", "“Hugging Face Transformers”?"),   # one letter dropped: the id
+    ("en", "VLM", "“vLLM”?"),                                 # one letter dropped, another case
+    ("en", "text-generation-inferense", "“TGI (Text Generation Inference)”?"),   # an alias
+    ("zh-TW", "Llama.cp", "「llama.cpp」嗎？"),               # named as the drop-down shows it, in Chinese
+])
+def test_a_misspelt_choice_gets_the_nearest_one_suggested(tmp_path, lang, typed, meant):
+    start = {**BASE, "language": lang, "workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200}
+    (problem,) = validate(read(filled(tmp_path, start, lang=lang, typed={"serving_engine": typed})), catalogs())
+    assert problem.code == "allowed" and problem.message.endswith(meant), problem.message
+
+
+def test_a_word_near_no_choice_gets_only_the_list(tmp_path):
+    start = {**BASE, "workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200}
+    (problem,) = validate(read(filled(tmp_path, start, typed={"serving_engine": "banana"})), catalogs())
+    assert problem.code == "allowed" and "Did you mean" not in problem.message
+    assert problem.message.endswith("Optimum Habana (Intel Gaudi).")
+
+
 def test_yaml_intake_goes_through_the_same_validator(tmp_path):
     path = tmp_path / "case.yaml"
     path.write_text("customer: Acme\nworkload: pretraining\nmodel: llama-3.1-8b\ngpu: H100\n"

@@ -212,10 +212,25 @@ def _problem(form: Form, intake: Intake, lang: str, key: str, error, catalogs) -
             if catalogs is not None else []
         words |= {"closest": form.text("list_separator", lang).join(name for _, name in near) or "—",
                   "custom": form.text("custom_model", lang)}
+    elif code == "allowed" and f is not None and f.type == "choice":
+        match = _closest_choice(form, f, lenient.clean(raw), lang)
+        words["suggestion"] = form.message("did_you_mean", lang, match=match) if match else ""
     elif code == "too_long":
         words["max"] = f.max_length
     return Problem(code, intake.where(key), form.message(code, lang, **words), "sales", raw,
                    context={"key": key, "rule": error.rule})
+
+
+def _closest_choice(form: Form, f: Field, typed: str, lang: str) -> str | None:
+    """The choice a misspelling most resembles — by its id, its label in any language or an
+    alias — named as the drop-down shows it in `lang`; None when nothing is close."""
+    names: dict[str, Any] = {}
+    for c in form.choices[f.choices]:
+        words = [c.id, *(c.aliases or ())]
+        words += list(c.label.values()) if isinstance(c.label, dict) else [c.label]
+        names |= {lenient.fold(str(w)): c for w in words if w}
+    near = difflib.get_close_matches(lenient.fold(typed), list(names), n=1, cutoff=0.75)
+    return localized(names[near[0]].label, lang) if near else None
 
 
 def allowed(form: Form, f: Field, lang: str) -> str:
