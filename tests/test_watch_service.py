@@ -194,7 +194,10 @@ def log_records(root: Path) -> list[dict]:
     path = root / ".sizing-log.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # A record is one append of a whole line; a read may meet the service mid-append, so only the lines that
+    # already end in a newline are records (the fragment after the last one is still being written)
+    complete = path.read_text(encoding="utf-8").split("\n")[:-1]
+    return [json.loads(line) for line in complete if line]
 
 
 def jobs(root: Path) -> list[dict]:
