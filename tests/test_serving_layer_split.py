@@ -1,5 +1,6 @@
-"""Serving software that splits a model by layers across GPUs runs them in turn, and a pipeline's stages take their
-own GPUs (rules/serving.yaml, stack_layer_split; rules/scaling.yaml, tp and pp; engine/calc/planner.py)."""
+"""Pipelines in serving: software that splits a model by layers across GPUs runs them in turn, a pipeline's stages
+take their own GPUs, and a continuous-batching server keeps a micro-batch on every stage (rules/serving.yaml,
+stack_layer_split, pipeline_in_flight; rules/scaling.yaml, tp and pp; engine/calc/planner.py)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,33 @@ def test_the_held_out_layer_split_row_is_quoted_within_ten_percent(ruleset):
     got = planned({**QWEN2_72B, "serving_engine": "transformers", "pipeline_parallel": 2,
                    "serving_engine_release": "transformers-4.51-or-earlier"}, ruleset)[0].values
     assert got["output_tokens_per_s"] / 7.45 - 1 == pytest.approx(0, abs=0.10)
+
+
+# --- a continuous-batching server keeps a micro-batch on every stage (rules/serving.yaml, pipeline_in_flight)
+
+LLAMA_70B_OFFLINE = {"customer": "Test Co.", "workload": "offline-inference", "model": "llama-3.1-70b", "precision": "fp8",
+                     "gpu": "H100", "gpu_count": 2, "pipeline_parallel": 2, "tensor_parallel": 1, "prompt_tokens": 1000,
+                     "output_tokens": 1000, "requests_total": 3000}
+
+
+def test_vllm_pipeline_stages_work_at_once_on_their_own_micro_batches(ruleset):
+    # vLLM's two virtual engines: every stage busy, so the batch's own work (multiplies past the weight read, KV
+    # reads, prompt attention, element-wise and logits) is shared by two GPUs; each stage still reads its half of
+    # the weights once per micro-batch, the whole model per iteration; all-reduces (none at TP 1), the fixed time
+    # and separate prompt passes stay whole
+    got = planned({**LLAMA_70B_OFFLINE, "serving_engine": "vllm"}, ruleset)[0].values
+    assert got["pipeline_in_flight"] == 2 and got["batch_per_replica"] > 2
+    batch_work = (got["gemm_step_s"] - got["weight_read_s"] + got["kv_read_s"] + got["prompt_attention_s"]
+                  + got["serving_elementwise_token_s"] * (got["batch_per_replica"] + got["prefill_tokens_per_iteration"])
+                  + got["logits_token_s"] * got["batch_per_replica"])
+    whole = got["weight_read_s"] + got["tp_sync_s"] + got["iteration_fixed_s"] + got["prompt_pass_s"]
+    assert got["decode_step_s"] == pytest.approx(batch_work / 2 + whole)
+    assert got["output_tokens_per_s"] == pytest.approx(got["batch_per_replica"] / got["decode_step_s"])
+
+
+def test_layer_split_software_and_a_lone_request_keep_one_micro_batch(ruleset):
+    # Transformers runs its stages in turn; one request cannot be in two stages at once
+    layered = planned({**LLAMA_70B_OFFLINE, "serving_engine": "transformers", "precision": "bf16"}, ruleset)[0].values
+    lone = planned({**LLAMA_70B_OFFLINE, "serving_engine": "vllm", "workload": "online-inference", "concurrency": 1},
+                   ruleset)[0].values
+    assert layered["pipeline_in_flight"] == 1 and lone["pipeline_in_flight"] == 1
