@@ -88,3 +88,14 @@ def test_layer_split_software_and_a_lone_request_keep_one_micro_batch(ruleset):
     lone = planned({**LLAMA_70B_OFFLINE, "serving_engine": "vllm", "workload": "online-inference", "concurrency": 1},
                    ruleset)[0].values
     assert layered["pipeline_in_flight"] == 1 and lone["pipeline_in_flight"] == 1
+
+
+def test_the_quote_tells_the_customer_that_layer_split_gpus_add_memory_not_speed(ruleset):
+    # Transformers over two A100s for Qwen2-72B: two stages in turn, said in the quote with the stage count;
+    # vLLM on the same GPUs splits every layer and says nothing of the kind
+    layered = planned({**QWEN2_72B, "serving_engine": "transformers"}, ruleset)[0]
+    sharded = planned({**QWEN2_72B, "serving_engine": "vllm"}, ruleset)[0]
+    (notice,) = [n for n in layered.warnings if n.code == "layers_in_turn"]
+    assert "2 stages" in notice.message["en"] and "memory, not speed" in notice.message["en"]
+    assert "2 段" in notice.message["zh-TW"] and "2 段" in notice.message["zh-CN"]
+    assert not [n for n in sharded.warnings if n.code == "layers_in_turn"]
