@@ -223,14 +223,13 @@ def _problem(form: Form, intake: Intake, lang: str, key: str, error, catalogs) -
 
 def _closest_choice(form: Form, f: Field, typed: str, lang: str) -> str | None:
     """The choice a misspelling most resembles — by its id, its label in any language or an
-    alias — named as the drop-down shows it in `lang`; None when nothing is close."""
-    names: dict[str, Any] = {}
-    for c in form.choices[f.choices]:
-        words = [c.id, *(c.aliases or ())]
-        words += list(c.label.values()) if isinstance(c.label, dict) else [c.label]
-        names |= {lenient.fold(str(w)): c for w in words if w}
-    near = difflib.get_close_matches(lenient.fold(typed), list(names), n=1, cutoff=0.75)
-    return localized(names[near[0]].label, lang) if near else None
+    alias (the words choice_id knows) — named as the drop-down shows it in `lang`; None when
+    nothing is close."""
+    words = _lookups(form).get(f.choices, {})
+    near = difflib.get_close_matches(lenient.fold(typed), list(words), n=1, cutoff=0.75)
+    if not near:
+        return None
+    return next(localized(c.label, lang) for c in form.choices[f.choices] if c.id == words[near[0]])
 
 
 def allowed(form: Form, f: Field, lang: str) -> str:
