@@ -311,9 +311,8 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
     # (serving.yaml, stack_layer_split) does not also split each layer
     stages = _count(shape.get("pp")) or 1
     per_stage = max(gpus // stages, 1)
-    tps = [t for t in _pow2(min(per_node, per_stage)) if per_stage % t == 0 and (not heads or heads % t == 0)]
-    if shape.get("stack_layer_split"):
-        tps = [1]
+    tps = [1] if shape.get("stack_layer_split") else \
+        [t for t in _pow2(min(per_node, per_stage)) if per_stage % t == 0 and (not heads or heads % t == 0)]
     tps = [given["tensor_parallel"]] if "tensor_parallel" in given else tps or [1]
     if workload == ONLINE and "concurrency" not in given:
         batches = _batches(MAX_BATCH)
