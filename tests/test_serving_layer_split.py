@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.calc.planner import planned
+from engine.calc.planner import model_copies, planned
 
 # Qwen2-72B (145.4 GB of BF16 weights) on two A100 80GB, one request, as the Qwen2 speed benchmark ran it
 QWEN2_72B = {"customer": "Test Co.", "workload": "online-inference", "model": "qwen2-72b", "precision": "bf16",
@@ -40,6 +40,11 @@ def test_a_pipeline_given_on_every_gpu_leaves_no_gpu_for_tensor_parallelism(rule
     results, plan = planned({**QWEN2_72B, "serving_engine": "vllm", "pipeline_parallel": 2}, ruleset)
     assert (results.values["tp"], results.values["pp"], results.values["dp"]) == (1, 2, 1)
     assert plan.chosen["tensor_parallel"] == 1
+    # the layout the quote shows names the stages and who chose them, and counts one copy of the model (it said 2)
+    assert (plan.chosen["pipeline_parallel"], plan.by["pipeline_parallel"]) == (2, "intake")
+    assert model_copies(plan.chosen, 2) == 1
+    layered = planned({**QWEN2_72B, "serving_engine": "transformers"}, ruleset)[1]
+    assert (layered.chosen["pipeline_parallel"], layered.by["pipeline_parallel"]) == (2, "planner")
 
 
 def test_layer_split_adds_replicas_not_speed_when_the_model_fits_on_one_gpu(ruleset):
@@ -99,3 +104,12 @@ def test_the_quote_tells_the_customer_that_layer_split_gpus_add_memory_not_speed
     assert "2 stages" in notice.message["en"] and "memory, not speed" in notice.message["en"]
     assert "2 段" in notice.message["zh-TW"] and "2 段" in notice.message["zh-CN"]
     assert not [n for n in sharded.warnings if n.code == "layers_in_turn"]
+
+
+def test_the_kv_cache_note_names_no_other_serving_software(ruleset):
+    # it used to say what vLLM, TensorRT-LLM and Optimum Habana do, on a quote for Transformers too
+    got = planned({**QWEN2_72B, "serving_engine": "transformers"}, ruleset)[0]
+    (notice,) = [n for n in got.warnings if n.code == "kv_cache_format"]
+    assert "BF16" in notice.message["en"]
+    assert not any(stack in text for text in notice.message.values()
+                   for stack in ("vLLM", "TensorRT-LLM", "Optimum Habana"))
