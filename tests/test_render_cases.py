@@ -249,6 +249,32 @@ def test_the_scaling_caption_names_the_counts_the_table_shows(tmp_path):
     assert quote.scaling_note.startswith("The same workload on 1, 2, 4, …, 1,024 GPUs")
 
 
+def test_a_serving_tables_efficiency_is_its_speedup_over_its_gpus(tmp_path):
+    """A serving quote's table said "Scaling efficiency 100%" on every row, even where its own speedup
+    column gave 12.3 on 16 GPUs: serving has no efficiency rule, so the column is speedup ÷ GPUs."""
+    quote = quote_of(make_job(tmp_path, "inference"), make_grid("inference"))
+    table = {c.key: c.values for c in quote.scaling}
+    # make_grid("inference"): n GPUs give 1345/4 · n · 0.9^(i/4) tokens/s (i = 0…3 for 1, 2, 4, 8) and
+    # only 2 GPUs or more hold the model, so the base is 2 GPUs: speedup(n) = 2 · tps(n) / tps(2), and
+    # efficiency(n) = speedup(n) / n = 0.9^(i/4) / 0.9^(1/4) — 1 at 2 GPUs, 0.9^(1/2) = 0.9487 at 8
+    assert table["scaling_efficiency"][0] is None                  # 1 GPU does not hold the model
+    assert table["scaling_efficiency"][1:] == pytest.approx([1, 0.9 ** 0.25, 0.9 ** 0.5])
+    assert [s / n for s, n in zip(table["speedup"][1:], table["gpu_count"][1:])] == \
+        pytest.approx(table["scaling_efficiency"][1:])
+    assert "scaling_efficiency" not in {f.key for s in quote.sections for f in s.figures}
+
+
+def test_serving_has_no_scaling_efficiency_result(ruleset):
+    """The rule is training's (rules/scaling.yaml): a serving evaluation gives no figure that could be
+    shown as 100% beside a speedup that says otherwise; training's seed 000 still gives 80%."""
+    from engine.calc.evaluate import evaluate
+    serving = evaluate({"workload": "online-inference", "model": "llama-3.1-70b", "gpu": "H100", "gpu_count": 16,
+                        "precision": "bf16", "prompt_tokens": 1000, "output_tokens": 200, "concurrency": 64}, ruleset)
+    assert "scaling_efficiency" not in serving.values and "output_tokens_per_s" in serving.values
+    training = evaluate({"gpu": "4090", "gpu_count": 2, "workload": "pretraining"}, ruleset)
+    assert training.values["scaling_efficiency"] == pytest.approx(0.8)     # 1.6× on 2 GPUs over PCIe
+
+
 @pytest.mark.parametrize("chosen, expected", [
     (512, [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
     (6, [1, 2, 4, 6, 8]),

@@ -515,14 +515,20 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
         columns.append(Column(key, label, _unit(key, step.unit if step else "", values, inputs),
                               shown))
         if key in ("training_time_days", "training_time_hours", "output_tokens_per_s"):
-            columns += [Column(c.key, c.label, c.unit, [v if ok else None for v, ok in zip(c.values, runs)])
-                        for c in _speedup(m, key, counts, cells, runs)]
+            speedup = [Column(c.key, c.label, c.unit, [v if ok else None for v, ok in zip(c.values, runs)])
+                       for c in _speedup(m, key, counts, cells, runs)]
+            columns += speedup
+            step = steps.get("scaling_efficiency")
+            label = (step.label.get(m.lang) or step.label.get("en")) if step else m.input_label("scaling_efficiency")
             if "scaling_efficiency" in grid and "scaling_efficiency" in values:
-                step = steps.get("scaling_efficiency")
-                columns.append(Column("scaling_efficiency",
-                                      (step.label.get(m.lang) or step.label.get("en")) if step
-                                      else m.input_label("scaling_efficiency"), "fraction",
+                columns.append(Column("scaling_efficiency", label, "fraction",
                                       [plain(v) for v in list(grid["scaling_efficiency"])]))
+            elif key == "output_tokens_per_s" and speedup:
+                # serving has no efficiency rule (rules/scaling.yaml): its efficiency is what the
+                # speedup beside it gives, speedup ÷ GPUs, so the two columns cannot disagree
+                columns.append(Column("scaling_efficiency", label, "fraction",
+                                      [s / n if s is not None else None
+                                       for s, n in zip(speedup[0].values, counts)]))
     return columns
 
 
