@@ -264,6 +264,21 @@ def test_a_serving_tables_efficiency_is_its_speedup_over_its_gpus(tmp_path):
     assert "scaling_efficiency" not in {f.key for s in quote.sections for f in s.figures}
 
 
+def test_a_serving_rows_layout_names_its_copies_of_the_model(tmp_path):
+    """16 GPUs at tensor parallel 8 are two copies of the model, each serving its own requests: the row
+    says so, since that is why its speedup falls short of 16. Training rows name no copies."""
+    job = make_job(tmp_path, "inference")
+    job.results.values["is_inference"] = True
+    grid = make_grid("inference")
+    grid["layout_values"] = [{"tensor_parallel": min(n, 2)} for n in grid["gpu_count"]]    # 1, 2, 2, 2
+    layout = next(c.values for c in quote_of(job, grid).scaling if c.key == "layout")
+    # copies = GPUs ÷ tensor parallel: 1, 1, 2, 4 — shown only above one
+    assert layout == ["", "Tensor parallel 2", "Tensor parallel 2, Copies of the model (replicas) 2",
+                      "Tensor parallel 2, Copies of the model (replicas) 4"]
+    training = next(c.values for c in quote_of(make_job(tmp_path), make_grid()).scaling if c.key == "layout")
+    assert not any("Copies" in text for text in training)
+
+
 def test_serving_has_no_scaling_efficiency_result(ruleset):
     """The rule is training's (rules/scaling.yaml): a serving evaluation gives no figure that could be
     shown as 100% beside a speedup that says otherwise; training's seed 000 still gives 80%."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engine.calc.planner import model_copies
 from engine.calc.results import Results, plain
 from engine.intake.model import Intake
 from engine.quote.messages import Messages, finite, messages
@@ -503,8 +504,9 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
         if "fits_in_memory" in grid else [True] * len(counts)
     if "layout_values" in grid:
         columns.append(Column("layout", m("columns.layout"), "",
-                              [_layout_text(m, layout) if isinstance(layout, dict) else ""
-                               for layout in grid["layout_values"]]))
+                              [_layout_text(m, layout, n if values.get("is_inference") else None)
+                               if isinstance(layout, dict) else ""
+                               for layout, n in zip(grid["layout_values"], counts)]))
     for key in keys:
         step = steps.get(key)
         label = (step.label.get(m.lang) or step.label.get("en")) if step else key
@@ -532,8 +534,10 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
     return columns
 
 
-def _layout_text(m: Messages, layout: dict) -> str:
-    """A layout in a few words: the degrees above 1 and the choices made ("Tensor parallel 2, ZeRO stage 1")."""
+def _layout_text(m: Messages, layout: dict, serving_gpus: int | None = None) -> str:
+    """A layout in a few words: the degrees above 1 and the choices made ("Tensor parallel 2, ZeRO stage 1").
+    With `serving_gpus`, also the copies of the model above one: a second copy serves other requests and
+    does not speed up one, which is why a serving row's speedup falls short of its GPUs."""
     from engine.quote.options import LAYOUT_ORDER
     parts = []
     for key in LAYOUT_ORDER:
@@ -541,6 +545,9 @@ def _layout_text(m: Messages, layout: dict) -> str:
         if value is None or value is False or (value == 1 and key not in ("zero_stage", "micro_batch_size")):
             continue
         parts.append(m.input_label(key) if value is True else f"{m.input_label(key)} {m.number(value)}")
+    copies = model_copies(layout, serving_gpus) if serving_gpus else 0
+    if copies > 1:
+        parts.append(f"{m('layout.model_copies')} {m.number(copies)}")
     return m("scaling.joiner").join(parts)
 
 
