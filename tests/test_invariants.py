@@ -176,6 +176,21 @@ def test_the_scaling_row_at_the_quoted_count_is_the_headline(intake):
 
 @SETTINGS
 @given(intake=intakes())
+def test_a_serving_tables_efficiency_and_speedup_agree(intake):
+    """Speedup ÷ GPUs is the efficiency on every serving row (it once said 100% beside a speedup of 12.3 on
+    16 GPUs), and a serving quote states no efficiency of its own that could disagree with its table."""
+    assume(intake["workload"].endswith("inference"))
+    job = quote(intake)
+    assert "scaling_efficiency" not in job.results.values, intake
+    columns = {c.key: c.values for c in job.quote.scaling}
+    assume("speedup" in columns)
+    for count, speedup, efficiency in zip(columns["gpu_count"], columns["speedup"], columns["scaling_efficiency"]):
+        if number(speedup):
+            assert efficiency * count == pytest.approx(speedup, rel=1e-9), (count, intake)
+
+
+@SETTINGS
+@given(intake=intakes())
 def test_the_sweep_row_of_the_quoted_configuration_is_the_quote(intake):
     from engine.calc.sweep import sweep
     job = quote(intake)
