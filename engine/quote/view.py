@@ -520,15 +520,16 @@ def _scaling_columns(m: Messages, grid, steps: dict, values: dict, inputs: dict,
             speedup = [Column(c.key, c.label, c.unit, [v if ok else None for v, ok in zip(c.values, runs)])
                        for c in _speedup(m, key, counts, cells, runs)]
             columns += speedup
-            step = steps.get("scaling_efficiency")
-            label = (step.label.get(m.lang) or step.label.get("en")) if step else m.input_label("scaling_efficiency")
+            rule = steps.get("scaling_efficiency")
+            efficiency = (rule.label.get(m.lang) or rule.label.get("en")) if rule \
+                else m.input_label("scaling_efficiency")
             if "scaling_efficiency" in grid and "scaling_efficiency" in values:
-                columns.append(Column("scaling_efficiency", label, "fraction",
+                columns.append(Column("scaling_efficiency", efficiency, "fraction",
                                       [plain(v) for v in list(grid["scaling_efficiency"])]))
             elif key == "output_tokens_per_s" and speedup:
                 # serving has no efficiency rule (rules/scaling.yaml): its efficiency is what the
                 # speedup beside it gives, speedup ÷ GPUs, so the two columns cannot disagree
-                columns.append(Column("scaling_efficiency", label, "fraction",
+                columns.append(Column("scaling_efficiency", efficiency, "fraction",
                                       [s / n if s is not None else None
                                        for s, n in zip(speedup[0].values, counts)]))
     return columns
