@@ -145,10 +145,39 @@ def quote_results(intake: Intake, ruleset) -> Results:
                                             objective=str(intake.values.get("optimize_for") or "cost"))
     except Exception:  # noqa: BLE001 — the quote stands without its alternatives; the log says why
         log.exception("alternatives for %s could not be computed", intake.origin)
+    results.warnings += not_used_notices(intake)
     # before anything is written: every figure a customer reads is checked, or withheld with a reason
     from engine.quote.guards import guard
     guard(results, str(intake.values.get("workload") or ""))
     return results
+
+
+def not_used_notices(intake: Intake) -> list:
+    """One notice per field the intake gives that does not apply to its workload (the form's
+    `applies_when`): the quote says it was not used rather than silently ignoring it."""
+    from engine.calc.results import Notice
+    from engine.intake.form import current_form
+    from engine.paths import LANGUAGES
+    form = current_form()
+    workload = str(intake.values.get("workload") or "")
+    notices = []
+    for key, value in intake.values.items():
+        field = form.fields.get(key)
+        if field is None or field.applies(workload) or intake.sources.get(key) == "default":
+            continue
+        text = {lang: form.message("not_used", lang, label=form.label(key, lang),
+                                   workload=form.choice_label("workload", workload, lang),
+                                   applies=_listed(form, field.applies_when, lang))
+                for lang in LANGUAGES}
+        notices.append(Notice("not_used", text, intake.where(key), "info"))
+    return notices
+
+
+def _listed(form, workloads, lang: str) -> str:
+    names = [form.choice_label("workload", w, lang) for w in workloads]
+    if lang != "en":
+        return "、".join(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def planned_results(intake: Intake, ruleset):

@@ -175,13 +175,18 @@ def test_the_scaling_row_at_the_quoted_count_is_the_headline(intake):
 
 
 @SETTINGS
-@given(intake=intakes())
-def test_a_serving_tables_efficiency_and_speedup_agree(intake):
+@given(intake=intakes(), stated=st.sampled_from((None, 0.5, 0.8)))
+def test_a_serving_tables_efficiency_and_speedup_agree(intake, stated):
     """Speedup ÷ GPUs is the efficiency on every serving row (it once said 100% beside a speedup of 12.3 on
-    16 GPUs), and a serving quote states no efficiency of its own that could disagree with its table."""
+    16 GPUs), and a serving quote states no efficiency of its own that could disagree with its table,
+    even when the intake fills in training's scaling efficiency: then the quote says it was not used."""
     assume(intake["workload"].endswith("inference"))
+    if stated is not None:
+        intake["scaling_efficiency"] = stated
     job = quote(intake)
     assert "scaling_efficiency" not in job.results.values, intake
+    not_used = [n.where for n in job.results.warnings if n.code == "not_used" and "scaling_efficiency" in n.where]
+    assert not_used == (["intake.json:scaling_efficiency"] if stated is not None else []), (not_used, intake)
     columns = {c.key: c.values for c in job.quote.scaling}
     assume("speedup" in columns)
     for count, speedup, efficiency in zip(columns["gpu_count"], columns["speedup"], columns["scaling_efficiency"]):

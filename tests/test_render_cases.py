@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -288,6 +289,22 @@ def test_serving_has_no_scaling_efficiency_result(ruleset):
     assert "scaling_efficiency" not in serving.values and "output_tokens_per_s" in serving.values
     training = evaluate({"gpu": "4090", "gpu_count": 2, "workload": "pretraining"}, ruleset)
     assert training.values["scaling_efficiency"] == pytest.approx(0.8)     # 1.6× on 2 GPUs over PCIe
+
+
+def test_a_given_value_does_not_bring_back_a_rule_its_when_turns_off(ruleset):
+    """An intake's scaling_efficiency stands for training (it overrides the rule) but gives serving no
+    figure: it once showed 80% on every serving row beside speedups of 8, 12.3 and 16.9."""
+    from engine.calc.evaluate import evaluate, evaluate_columns
+    serving = {"workload": "online-inference", "model": "llama-3.1-70b", "gpu": "H100", "gpu_count": 16,
+               "precision": "bf16", "prompt_tokens": 1000, "output_tokens": 200, "concurrency": 64}
+    assert "scaling_efficiency" not in evaluate({**serving, "scaling_efficiency": 0.8}, ruleset).values
+    training = {"gpu": "4090", "gpu_count": 2, "workload": "pretraining", "scaling_efficiency": 0.7}
+    assert evaluate(training, ruleset).values["scaling_efficiency"] == pytest.approx(0.7)
+    # the same in a scenario column: given for both workloads, it stands only where the rule applies
+    columns = evaluate_columns({**serving, "training_tokens_billion": 1}, ruleset,
+                               {"workload": np.array(["pretraining", "online-inference"]),
+                                "scaling_efficiency": np.array([0.7, 0.7])}, 2, only=["scaling_efficiency"])
+    assert columns["scaling_efficiency"][0] == pytest.approx(0.7) and np.isnan(columns["scaling_efficiency"][1])
 
 
 @pytest.mark.parametrize("chosen, expected", [

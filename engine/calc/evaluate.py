@@ -47,13 +47,13 @@ def _traced(ruleset, values: dict, scope: dict, pinned: set[str], wanted, reads:
         if wanted is not None and rule.name not in wanted:
             continue
         sources = ()
+        if rule.when is not None and not _run(rule, rule.when, scope):
+            scope[rule.name] = MISSING[rule.type]       # not this workload's figure, even if the intake gives it
+            continue
         if rule.name in pinned:
             value = _coerce(values[rule.name], rule.type)
             formula, inputs = "given in the intake", {}
         else:
-            if rule.when is not None and not _run(rule, rule.when, scope):
-                scope[rule.name] = MISSING[rule.type]
-                continue
             if reads:
                 reads.clear()
             value = _run(rule, rule.formula, scope)
@@ -112,7 +112,9 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
                 scope[rule.name] = _pinned_value(rule, merged, columns, scope)
                 continue
             scope[rule.name] = _rule_value(rule, scope)
-        out = {k: np.broadcast_to(columns[k], count) for k in columns}
+        # a column that pins a rule reads as the rule's value: blank where its `when:` fails
+        out = {k: np.broadcast_to(scope[k] if k in ruleset.rules and k in scope else columns[k], count)
+               for k in columns}
         for name in (ruleset.rules if only is None else [n for n in only if n in ruleset.rules]):
             out.setdefault(name, np.broadcast_to(np.asarray(scope[name]), count))
         if only is None:
@@ -161,6 +163,8 @@ def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], cou
         size = len(family)
         out = {k: np.broadcast_to(np.asarray(columns[k])[family], size) for k in columns}
         out.update({k: np.broadcast_to(v, size) for k, v in inner.items()})
+        out.update({k: np.broadcast_to(np.asarray(varied[k]), size) for k in out       # as evaluate_columns
+                    if k in ruleset.rules and k in wanted and ruleset.rules[k].when is not None})
         for name in (n for n in only if n in ruleset.rules):
             out.setdefault(name, np.broadcast_to(np.asarray(varied[name]), size))
     return out
@@ -187,14 +191,20 @@ class _Repeated(dict):
 
 def _pinned_value(rule, merged: dict, columns: dict, scope: dict, shape=None):
     """The value an intake (or a scenario column) gives a rule; where some scenarios leave it blank,
-    the rule's own value there. `shape` fits a per-family value to the scope's rows (evaluate_families)."""
+    the rule's own value there; blank where the rule's `when:` fails. `shape` fits a per-family
+    value to the scope's rows (evaluate_families)."""
     given = merged[rule.name] if rule.name in columns else _coerce(merged[rule.name], rule.type)
     if shape is not None:
         given = shape(given)
     blank = missing(given) if is_array(given) else None
-    if blank is None or not blank.any():
+    if blank is not None and blank.any():
+        given = np.where(blank, _rule_value(rule, scope), given)  # some scenarios give it, others leave it to the rule
+    if rule.when is None:
         return given
-    return np.where(blank, _rule_value(rule, scope), given)      # some scenarios give it, others leave it to the rule
+    applies = _run(rule, rule.when, scope)                       # a given value stands only where the rule applies
+    if not is_array(applies):
+        return given if applies else MISSING[rule.type]
+    return np.where(applies, given, MISSING[rule.type])
 
 
 def _rule_value(rule, scope):
