@@ -28,6 +28,7 @@ SMOOTH = 0.05             # errors within ±5% (about the scatter of repeated ru
                           # 1.8-3.3; with it 2.3-2.4)
 PATTERN_STEPS = (0.5, 1, 1.5, 2, 3, 4, 6, 8)   # multiples of a pass's step tried along it
 OUTLIER = math.log(2)     # a figure more than 2× off counts as 2× off, so a few odd runs cannot steer a fit
+PRIOR_FIGURES = 2.0       # a coefficient's `prior:` weighs as much as this many figures
 CELL = re.compile(r"^([A-Za-z_]\w*)\[(\d+)\]$")   # a table row as a coefficient: "stack_gemm[0]"
 
 
@@ -41,6 +42,7 @@ class Coefficient:
     low: float
     high: float
     where: str
+    prior: float | None = None    # the value it has when the figures say nothing (a stack's row: the reference's 1)
 
 
 @dataclass
@@ -88,11 +90,24 @@ def load_coefficients(ruleset, path: Path = FITTING_FILE) -> list[Coefficient]:
             elif not (isinstance(span, list) and len(span) == 2 and span[0] < span[1]):
                 problems.append(Problem("fit.range", where, "`range:` must be [low, high] with low < high.",
                                         fixer="rules"))
+            elif not _prior_fits(item.get("prior"), span):
+                problems.append(Problem("fit.prior", where, f"`prior:` must be a number within the range "
+                                        f"{span[0]}–{span[1]} and above 0 (it is {item.get('prior')!r}); "
+                                        "leave it out for a coefficient with no value to fall back on.",
+                                        fixer="rules"))
             else:
-                out.append(Coefficient(rule, str(group), float(span[0]), float(span[1]), where))
+                prior = item.get("prior")
+                out.append(Coefficient(rule, str(group), float(span[0]), float(span[1]), where,
+                                       float(prior) if prior is not None else None))
     if problems:
         raise SizingError(problems)
     return out
+
+
+def _prior_fits(prior, span) -> bool:
+    if prior is None:
+        return True
+    return isinstance(prior, (int, float)) and not isinstance(prior, bool) and 0 < prior and span[0] <= prior <= span[1]
 
 
 def _cell(ruleset, table, when, where: str) -> tuple[str | None, Problem | None]:
@@ -222,15 +237,27 @@ def _losses(rows: Rows, ruleset, points: list[dict[str, float]], smooth: float =
     return np.where(np.isnan(loss), np.inf, loss)
 
 
-def loss_at(rows: Rows, ruleset, points: list[dict[str, float]]) -> np.ndarray:
+def _pull(rows: Rows, coefficients: list[Coefficient], points: list[dict[str, float]]) -> np.ndarray:
+    """Each point's distance from the coefficients' priors, |log(value / prior)|, weighed as
+    PRIOR_FIGURES figures among the rows: a coefficient few figures move stays near its prior,
+    one many figures move goes where they say."""
+    weight = PRIOR_FIGURES / max(len(rows), 1)
+    pulled = [c for c in coefficients if c.prior]
+    return np.array([weight * sum(abs(math.log(max(p[c.rule], 1e-9) / c.prior)) for c in pulled if c.rule in p)
+                     for p in points])
+
+
+def loss_at(rows: Rows, ruleset, points: list[dict[str, float]],
+            coefficients: list[Coefficient] = ()) -> np.ndarray:
     """What a converged fit minimises, at each point."""
-    return _losses(rows, ruleset, points, SMOOTH)
+    return _losses(rows, ruleset, points, SMOOTH) + _pull(rows, list(coefficients), points)
 
 
 def _line(rows: Rows, ruleset, current: dict[str, float], key: str, values: np.ndarray,
-          smooth: float = 0.0) -> tuple[float, float]:
+          smooth: float = 0.0, coefficients: list[Coefficient] = ()) -> tuple[float, float]:
     """The value of one coefficient along `values` with the lowest loss, the others held; and that loss."""
-    loss = _losses(rows, ruleset, [{**current, key: float(v)} for v in values], smooth)
+    points = [{**current, key: float(v)} for v in values]
+    loss = _losses(rows, ruleset, points, smooth) + _pull(rows, list(coefficients), points)
     best = int(np.argmin(loss))
     return float(values[best]), float(loss[best])
 
@@ -252,19 +279,20 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
         return current
     smooth = SMOOTH if converge else 0.0
     span = {c.rule: (c.low, c.high) for c in coefficients}
-    best_loss = float(_losses(rows, ruleset, [current], smooth)[0]) if converge else math.inf
+    best_loss = float(_losses(rows, ruleset, [current], smooth)[0] + _pull(rows, coefficients, [current])[0]) \
+        if converge else math.inf
     for _ in range(MAX_ROUNDS if converge else ROUNDS):
         before, before_loss = dict(current), best_loss
         for c in coefficients:
             grid = np.linspace(c.low, c.high, GRID_POINTS)
-            value, loss = _line(rows, ruleset, current, c.rule, grid, smooth)
+            value, loss = _line(rows, ruleset, current, c.rule, grid, smooth, coefficients)
             if not math.isfinite(loss):
                 continue
             step = (c.high - c.low) / (GRID_POINTS - 1)
             fine = np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high)
             if converge:          # never a worse value than the one held
                 fine = np.append(fine, current[c.rule])
-            current[c.rule], loss = _line(rows, ruleset, current, c.rule, fine, smooth)
+            current[c.rule], loss = _line(rows, ruleset, current, c.rule, fine, smooth, coefficients)
             best_loss = min(best_loss, loss)
         if not converge:
             continue
@@ -272,7 +300,7 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
         if any(move.values()):
             points = [{**current, **{k: float(np.clip(current[k] + t * d, *span[k])) for k, d in move.items()}}
                       for t in PATTERN_STEPS]
-            loss = _losses(rows, ruleset, points, smooth)
+            loss = _losses(rows, ruleset, points, smooth) + _pull(rows, coefficients, points)
             if loss.min() < best_loss:
                 current, best_loss = points[int(np.argmin(loss))], float(loss.min())
         if before_loss - best_loss < TOLERANCE:
