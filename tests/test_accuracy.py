@@ -26,9 +26,10 @@ from tests.readme import CV_COMMANDS, run_as_written
 # some of the held-out source's pull: docs/accuracy.md, eighth stop — hence 12%). (The 11.5% before that had been 13% until a
 # coefficient that only two sources inform was found kept, in the fold leaving one of them out, at the value
 # fitted with it: engine/validation.py, cross_validate. Folding the second held-out set in raised inference
-# from 9.9% to 14.2%: docs/holdout.md.)
+# from 9.9% to 14.2%: docs/holdout.md.) 10.5% since the thirteenth stop's priors (10.28% in the file's order, which
+# this runs; docs/accuracy.md): giving back their gain (10.58% before) fails here.
 TARGETS = {"training": {"median_abs_error": 0.07, "within_35pct": 0.95},
-           "inference": {"median_abs_error": 0.12, "within_factor_1_5": 0.85},
+           "inference": {"median_abs_error": 0.105, "within_factor_1_5": 0.85},
            "memory": {"median_abs_error": 0.01}}
 
 
