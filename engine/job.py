@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.calc.results import Results
+from engine.calc.results import Notice, Results
 from engine.files import environment_fault, output_stem
 from engine.intake.model import Intake
-from engine.paths import SAMPLES_DIR
+from engine.paths import LANGUAGES, SAMPLES_DIR
 from engine.problems import Problem, SizingError
 
 log = logging.getLogger(__name__)
@@ -155,13 +155,11 @@ def quote_results(intake: Intake, ruleset) -> Results:
 def not_used_notices(intake: Intake) -> list:
     """One notice per field the intake gives that does not apply to its workload (the form's
     `applies_when`): the quote says it was not used rather than silently ignoring it."""
-    from engine.calc.results import Notice
     from engine.intake.form import current_form
-    from engine.paths import LANGUAGES
     form = current_form()
     workload = str(intake.values.get("workload") or "")
     notices = []
-    for key, value in intake.values.items():
+    for key in intake.values:
         field = form.fields.get(key)
         if field is None or field.applies(workload) or intake.sources.get(key) == "default":
             continue

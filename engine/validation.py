@@ -126,7 +126,7 @@ def _cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient],
         chosen = fit(rows, ruleset, usable, fitted if converge else shipped, converge)
         if converge:    # and from the middle of every range; the lower loss wins
             middle = fit(rows, ruleset, usable, {**fitted, **{c.rule: (c.low + c.high) / 2 for c in usable}}, True)
-            chosen = min(chosen, middle, key=lambda v: float(loss_at(rows, ruleset, [v])[0]))
+            chosen = min(chosen, middle, key=lambda v: float(loss_at(rows, ruleset, [v], usable)[0]))
         fitted.update({c.rule: v for c, v in zip(usable, _values(chosen, usable))})
         in_sample = estimates(rows, ruleset, _constant(shipped, len(rows)))
         out = np.full(len(rows), np.nan)
