@@ -226,14 +226,17 @@ def log_errors(estimated: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(ratio) & (ratio > 0), np.abs(np.log(np.where(ratio > 0, ratio, 1))), OUTLIER)
 
 
-def _losses(rows: Rows, ruleset, points: list[dict[str, float]], smooth: float = 0.0) -> np.ndarray:
+def _losses(rows: Rows, ruleset, points: list[dict[str, float]], smooth: float = 0.0,
+            coefficients: list[Coefficient] = ()) -> np.ndarray:
     """The mean capped |log error| of the rows at each point (coefficient values), in one array pass;
-    with `smooth` (δ) each error is rounded off below δ (pseudo-Huber: sqrt(e² + δ²) − δ, |e| − δ beyond)."""
+    with `smooth` (δ) each error is rounded off below δ (pseudo-Huber: sqrt(e² + δ²) − δ, |e| − δ beyond);
+    plus each of `coefficients`' pull toward its prior (_pull)."""
     n, k = len(rows), len(points)
     columns = {key: np.repeat([p[key] for p in points], n) for key in points[0]}
     est = estimates(rows, ruleset, columns, repeat=k).reshape(k, n)
     error = np.minimum(log_errors(est, np.tile(rows.measured, (k, 1))), OUTLIER)
     loss = (np.sqrt(error * error + smooth * smooth) - smooth if smooth else error).mean(axis=1)
+    loss = loss + _pull(rows, coefficients, points)
     return np.where(np.isnan(loss), np.inf, loss)
 
 
@@ -250,14 +253,13 @@ def _pull(rows: Rows, coefficients: list[Coefficient], points: list[dict[str, fl
 def loss_at(rows: Rows, ruleset, points: list[dict[str, float]],
             coefficients: list[Coefficient] = ()) -> np.ndarray:
     """What a converged fit minimises, at each point."""
-    return _losses(rows, ruleset, points, SMOOTH) + _pull(rows, list(coefficients), points)
+    return _losses(rows, ruleset, points, SMOOTH, coefficients)
 
 
 def _line(rows: Rows, ruleset, current: dict[str, float], key: str, values: np.ndarray,
           smooth: float = 0.0, coefficients: list[Coefficient] = ()) -> tuple[float, float]:
     """The value of one coefficient along `values` with the lowest loss, the others held; and that loss."""
-    points = [{**current, key: float(v)} for v in values]
-    loss = _losses(rows, ruleset, points, smooth) + _pull(rows, list(coefficients), points)
+    loss = _losses(rows, ruleset, [{**current, key: float(v)} for v in values], smooth, coefficients)
     best = int(np.argmin(loss))
     return float(values[best]), float(loss[best])
 
@@ -279,8 +281,7 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
         return current
     smooth = SMOOTH if converge else 0.0
     span = {c.rule: (c.low, c.high) for c in coefficients}
-    best_loss = float(_losses(rows, ruleset, [current], smooth)[0] + _pull(rows, coefficients, [current])[0]) \
-        if converge else math.inf
+    best_loss = float(_losses(rows, ruleset, [current], smooth, coefficients)[0]) if converge else math.inf
     for _ in range(MAX_ROUNDS if converge else ROUNDS):
         before, before_loss = dict(current), best_loss
         for c in coefficients:
@@ -300,7 +301,7 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
         if any(move.values()):
             points = [{**current, **{k: float(np.clip(current[k] + t * d, *span[k])) for k, d in move.items()}}
                       for t in PATTERN_STEPS]
-            loss = _losses(rows, ruleset, points, smooth) + _pull(rows, coefficients, points)
+            loss = _losses(rows, ruleset, points, smooth, coefficients)
             if loss.min() < best_loss:
                 current, best_loss = points[int(np.argmin(loss))], float(loss.min())
         if before_loss - best_loss < TOLERANCE:
