@@ -163,8 +163,8 @@ def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], cou
         size = len(family)
         out = {k: np.broadcast_to(np.asarray(columns[k])[family], size) for k in columns}
         out.update({k: np.broadcast_to(v, size) for k, v in inner.items()})
-        out.update({k: np.broadcast_to(np.asarray(varied[k]), size) for k in out       # as evaluate_columns
-                    if k in ruleset.rules and k in wanted and ruleset.rules[k].when is not None})
+        # a column that pins a rule reads as the rule's value, as in evaluate_columns
+        out.update({k: np.broadcast_to(np.asarray(varied[k]), size) for k in out if k in ruleset.rules})
         for name in (n for n in only if n in ruleset.rules):
             out.setdefault(name, np.broadcast_to(np.asarray(varied[name]), size))
     return out
