@@ -172,10 +172,11 @@ def not_used_notices(intake: Intake) -> list:
 
 
 def _listed(form, workloads, lang: str) -> str:
-    names = [form.choice_label("workload", w, lang) for w in workloads]
-    if lang != "en":
-        return "、".join(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    """The workloads as alternatives: "Pretraining or Fine-tuning", "預訓練、微調"."""
+    *rest, last = [form.choice_label("workload", w, lang) for w in workloads]
+    if not rest:
+        return last
+    return form.text("list_separator", lang).join(rest) + form.text("list_last_or", lang) + last
 
 
 def planned_results(intake: Intake, ruleset):
