@@ -18,8 +18,8 @@ from tests.readme import CV_COMMANDS, run_as_written
 # Out of sample (leave-one-source-out) over every published figure, issue 24's new sources and both folded
 # held-out sets in (73 sources, 452 figures); the figures reached are in docs/accuracy.md (training 6.6%,
 # 97% within ±35%; inference 10.75%, 86% within ×1.5; memory 0.71%). A change that makes any of them worse
-# fails here. Issue 24 aims at training ≤ 7% (met: held at the aim itself) and inference ≤ 10% (not met:
-# held at what was reached, with a margin). Inference was 10.9% over 238 figures until serve14's 42 figures
+# fails here. Issue 24 aims at training ≤ 7% and inference ≤ 10%, both met in the file's order and held at the
+# aim itself (inference since the fourteenth stop; before, held at what was reached, with a margin). Inference was 10.9% over 238 figures until serve14's 42 figures
 # from four sources the model had never seen came in, first measured at 14.5% (docs/accuracy.md, serve14):
 # the honest out-of-sample figure, so the target follows it (13.4% over the 280, 12.8% after serve15/16; 10.75%
 # after serve17/18 and the refit, 11.4-11.7% when the folds start away from the all-sources fit, which carries
@@ -27,9 +27,10 @@ from tests.readme import CV_COMMANDS, run_as_written
 # coefficient that only two sources inform was found kept, in the fold leaving one of them out, at the value
 # fitted with it: engine/validation.py, cross_validate. Folding the second held-out set in raised inference
 # from 9.9% to 14.2%: docs/holdout.md.) 10.5% since the thirteenth stop's priors (10.28% in the file's order, which
-# this runs; docs/accuracy.md): giving back their gain (10.58% before) fails here.
+# this runs; docs/accuracy.md): giving back their gain (10.58% before) fails here. 10% — the aim itself — since the
+# fourteenth stop's AWQ row for Transformers and TGI (9.87% in the file's order; 10.13% and 10.02% in the two others).
 TARGETS = {"training": {"median_abs_error": 0.07, "within_35pct": 0.95},
-           "inference": {"median_abs_error": 0.105, "within_factor_1_5": 0.85},
+           "inference": {"median_abs_error": 0.10, "within_factor_1_5": 0.85},
            "memory": {"median_abs_error": 0.01}}
 
 

@@ -1,4 +1,4 @@
-"""The kernel a serving stack multiplies quantised weights with: TGI's 8-bit weights (EETQ) against its 4-bit AWQ."""
+"""The kernel a serving stack multiplies quantised weights with: TGI's 8-bit weights (EETQ) against its 4-bit AWQ, and the rate AWQ weights are read at."""
 
 from __future__ import annotations
 
@@ -37,3 +37,29 @@ def test_the_16bit_model_is_unchanged(ruleset):
     # BF16 weights: native, 0.6 x 1 x 1.15 = 0.69, as before.
     v = evaluate({**TGI, "precision": "bf16"}, ruleset).values
     assert v["gemm_weights"] == "native" and v["prompt_gemm_share"] == pytest.approx(0.69, abs=1e-4)
+
+
+# Reading the weights at batch 1 (rules/serving.yaml, stack_weight_read). The reference shares are given so the
+# arithmetic is by hand: 4-bit weights at 0.5 of the memory bandwidth, 16-bit ones at 0.8.
+SHARES = {"bandwidth_share_quantized": 0.5, "bandwidth_share_16bit": 0.8}
+
+
+@pytest.mark.parametrize("stack", ["tgi", "transformers"])
+def test_awq_weights_through_the_unfused_gemm_kernel_read_at_its_own_rate(ruleset, stack):
+    # TGI 1.x's WQLinear and Transformers' AWQ layers (AutoAWQ's WQLinear_GEMM) both call llm-awq's
+    # gemm_forward_cuda(..., 8) for every batch: the AWQ row, 0.66 (fitted on three sources):
+    # 0.5 x 0.66 = 0.33 of the bandwidth. The checkpoint's 16-bit output head still reads at 0.8 x 1.
+    v = evaluate({**TGI, **SHARES, "serving_engine": stack, "precision": "fp16", "weight_precision": "awq"}, ruleset).values
+    assert v["stack_weight_read"] == pytest.approx(0.66)
+    assert v["weight_read_share"] == pytest.approx(0.33)
+    assert v["weight_read_share_16bit"] == pytest.approx(0.8)
+
+
+def test_other_quantised_weights_keep_their_stacks_rate(ruleset):
+    # The AWQ row is the kernel's, not the stack's: TGI's EETQ 8-bit weights read at the reference 0.5 x 1, and
+    # AutoAWQ's fused modules (fused QKV and gate-up projections) at their own row, 0.5 x 1.76 = 0.88.
+    eetq = evaluate({**TGI, **SHARES, "precision": "bf16", "weight_precision": "int8"}, ruleset).values
+    fused = evaluate({**TGI, **SHARES, "serving_engine": "autoawq", "precision": "fp16", "weight_precision": "awq"},
+                     ruleset).values
+    assert eetq["weight_read_share"] == pytest.approx(0.5)
+    assert fused["weight_read_share"] == pytest.approx(0.88)
