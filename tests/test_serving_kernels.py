@@ -63,3 +63,11 @@ def test_other_quantised_weights_keep_their_stacks_rate(ruleset):
                      ruleset).values
     assert eetq["weight_read_share"] == pytest.approx(0.5)
     assert fused["weight_read_share"] == pytest.approx(0.88)
+
+
+def test_an_awq_precision_keeps_the_checkpoints_16bit_head_at_the_16bit_rate(ruleset):
+    # An intake may name AWQ as the precision itself (no separate weight precision): the AWQ row still reads the
+    # 4-bit weights at 0.5 x 0.66 = 0.33, and the 16-bit output head, which is not AWQ, at 0.8 x 1.
+    v = evaluate({**TGI, **SHARES, "precision": "awq"}, ruleset).values
+    assert v["weight_read_share"] == pytest.approx(0.33)
+    assert v["weight_read_share_16bit"] == pytest.approx(0.8)
