@@ -1,4 +1,4 @@
-"""The kernel a serving stack multiplies quantised weights with: TGI's 8-bit weights (EETQ) against its 4-bit AWQ, and the rate AWQ weights are read at."""
+"""The kernels a serving stack runs quantised weights through: TGI's EETQ against its AWQ, and AWQ's read rate."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def test_awq_weights_through_the_unfused_gemm_kernel_read_at_its_own_rate(rulese
     # TGI 1.x's WQLinear and Transformers' AWQ layers (AutoAWQ's WQLinear_GEMM) both call llm-awq's
     # gemm_forward_cuda(..., 8) for every batch: the AWQ row, 0.66 (fitted on three sources):
     # 0.5 x 0.66 = 0.33 of the bandwidth. The checkpoint's 16-bit output head still reads at 0.8 x 1.
-    v = evaluate({**TGI, **SHARES, "serving_engine": stack, "precision": "fp16", "weight_precision": "awq"}, ruleset).values
+    awq = {**TGI, **SHARES, "serving_engine": stack, "precision": "fp16", "weight_precision": "awq"}
+    v = evaluate(awq, ruleset).values
     assert v["stack_weight_read"] == pytest.approx(0.66)
     assert v["weight_read_share"] == pytest.approx(0.33)
     assert v["weight_read_share_16bit"] == pytest.approx(0.8)
