@@ -317,6 +317,7 @@ def band(table: pd.DataFrame, group: str) -> float:
 
 
 EVIDENCE_MIN_FIGURES = 4     # a band rests on at least this many figures
+EVIDENCE_MIN_SOURCES = 2     # ... and is narrower than the wider evidence's only on at least this many sources
 OUTSIDE_MARGIN = 0.10        # past all the evidence: the band of every figure, and this much more
 
 
@@ -338,7 +339,10 @@ def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[d
     weight format kind (16-bit or quantised) together, then software and family, then the software
     alone, then the family alone, wherever at least EVIDENCE_MIN_FIGURES figures measured it; each the
     80th percentile of how far their out-of-sample estimates land, as a ratio either way, rounded up to
-    5% (`band`). Past all of them: the widest of those, and at least every figure's band plus OUTSIDE_MARGIN."""
+    5% (`band`). Past all of them: the widest of those, and at least every figure's band plus OUTSIDE_MARGIN.
+    A row resting on one source is never narrower than the evidence the lookup would fall to without it,
+    or than every figure's band where that depends on the family asked about (`widened_by`): one source
+    measures one offset, not how far the next source's lands."""
     rows = oos[oos["group"] == "inference"].copy()
     for column in EVIDENCE_KEYS:
         rows[column] = rows["case"].map(lambda c, col=column: keys[c][col])
@@ -349,6 +353,15 @@ def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[d
             if len(group) >= EVIDENCE_MIN_FIGURES:
                 out.append({"match": dict(zip(columns, key)), "band": band(group, "inference"),
                             "figures": int(len(group)), "sources": int(group["source"].nunique())})
-    widest = max([band(rows, "inference") + OUTSIDE_MARGIN] + [r["band"] for r in out])
+    every = band(rows, "inference")
+    for i, row in enumerate(out):
+        if row["sources"] < EVIDENCE_MIN_SOURCES:
+            # the next row the lookup would take for this row's configurations (its keys a subset of these);
+            # where that depends on the GPU family asked about (a software-alone row), every figure's band
+            wider = next((r for r in out[i + 1:] if r["sources"] >= EVIDENCE_MIN_SOURCES
+                          and r["match"].items() <= row["match"].items()), {"match": {}, "band": every})
+            if wider["band"] > row["band"]:
+                row["band"], row["widened_by"] = wider["band"], wider["match"]
+    widest = max([every + OUTSIDE_MARGIN] + [r["band"] for r in out])
     out.append({"match": {}, "band": round(widest, 6), "figures": 0, "sources": int(rows["source"].nunique())})
     return out

@@ -64,15 +64,13 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
     for row in rows:
         match = row["match"]
         keys = "".join(f"{k}: {v}, " for k, v in match.items())
-        stack, family = stacks.get(match.get("serving_engine_used", ""), ""), match.get("gpu_family")
-        where = (f"{stack} on {FAMILIES.get(family, family)} GPUs" if stack and family
-                 else stack or f"{FAMILIES.get(family, family)} GPUs")
-        if kind := match.get("weight_kind"):
-            where += f" with {'16-bit' if kind == '16-bit' else 'quantised'} weights"
         sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
         if match:
-            why = (f"{where}: 80th percentile of how far the out-of-sample estimates of {row['figures']} figures "
-                   f"from {sources} land, as a ratio either way (sizing validate --cv)")
+            why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample estimates of "
+                   f"{row['figures']} figures from {sources} land, as a ratio either way (sizing validate --cv)")
+            if "widened_by" in row:
+                wider = _where(row["widened_by"], stacks) if row["widened_by"] else "every serving figure"
+                why += f"; one source, so no narrower than the band of {wider}"
         else:
             why = ("no published run measured this serving software or GPU family: the widest band of the rows "
                    f"above, and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
@@ -81,6 +79,16 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
         figures.append(_row(keys, "figures", str(row["figures"]), count, accepted.get(keys)))
     text = _replace_rows(text, "inference_evidence", "".join(bands))
     return _replace_rows(text, "inference_evidence_figures", "".join(figures))
+
+
+def _where(match: dict[str, str], stacks: dict[str, str]) -> str:
+    """The evidence a row matches, in words: 'vLLM on Hopper GPUs with 16-bit weights'."""
+    stack, family = stacks.get(match.get("serving_engine_used", ""), ""), match.get("gpu_family")
+    where = (f"{stack} on {FAMILIES.get(family, family)} GPUs" if stack and family
+             else stack or f"{FAMILIES.get(family, family)} GPUs")
+    if kind := match.get("weight_kind"):
+        where += f" with {'16-bit' if kind == '16-bit' else 'quantised'} weights"
+    return where
 
 
 def _row(keys: str, field: str, value: str, evidence: str, accept: str | None) -> str:

@@ -274,6 +274,35 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
     assert table.find(("vllm", "hopper", "16-bit")) is not table.find(("vllm", "hopper", "quantized"))
 
 
+def test_a_band_resting_on_one_source_is_never_narrower_than_the_evidence_it_would_fall_to():
+    """Stack A: five figures from one source, each 1% off; stack B on the same family: five from two sources,
+    each 30% off. Alone, A's rows would be 5% wide — one source's offset, not how far the next source's lands —
+    so they take the band of the family's ten figures (A alone: every figure's, the same ten), whose 80th
+    percentile is B's 30%: the sorted
+    |log(1 + error)| are five of 0.00995 and five of 0.262, and the 80th percentile of ten values (position
+    0.8 × 9 = 7.2) falls between two of 0.262, a factor of 1.30, a band of 0.30."""
+    import pandas as pd
+
+    figures = [("a", "a1", 0.01)] * 5 + [("b", "b1", 0.30)] * 3 + [("b", "b2", 0.30)] * 2
+    oos = pd.DataFrame([{"group": "inference", "case": f"{stack}{i}", "source": source, "error": error}
+                        for i, (stack, source, error) in enumerate(figures)])
+    keys = {f"{stack}{i}": {"serving_engine_used": stack, "gpu_family": "f", "weight_kind": "16-bit"}
+            for i, (stack, _, _) in enumerate(figures)}
+    rows = {tuple(r["match"].items()): r for r in evidence_bands(oos, keys)}
+    for match in ((("serving_engine_used", "a"), ("gpu_family", "f"), ("weight_kind", "16-bit")),
+                  (("serving_engine_used", "a"), ("gpu_family", "f"))):
+        assert rows[match]["band"] == pytest.approx(0.30)
+        assert rows[match]["widened_by"] == {"gpu_family": "f"}
+    # A alone (asked about on another family) falls to that family's row or past the evidence, which depends on
+    # the family: it takes every figure's band, here the family's ten figures again, 0.30
+    assert rows[(("serving_engine_used", "a"),)]["band"] == pytest.approx(0.30)
+    assert rows[(("serving_engine_used", "a"),)]["widened_by"] == {}
+    # B rests on two sources: its own band, not widened
+    assert rows[(("serving_engine_used", "b"),)]["band"] == pytest.approx(0.30)
+    assert "widened_by" not in rows[(("serving_engine_used", "b"),)]
+    assert rows[(("gpu_family", "f"),)]["sources"] == 3
+
+
 def test_a_configuration_outside_the_evidence_says_so(ruleset):
     base = {"workload": "online-inference", "model": "llama-3.1-8b", "gpu_count": 1, "prompt_tokens": 1000,
             "output_tokens": 200}
