@@ -104,34 +104,3 @@ def test_plain_nccl_all_reduce_waits_per_ring_step(ruleset, engine, tp, latency_
     got = evaluate(values, ruleset, only=["allreduce_latency_s"]).values["allreduce_latency_s"]
     assert got * 1e6 == pytest.approx(latency_us, rel=1e-6)
 
-
-@pytest.mark.parametrize("gpu, tp, link, latency_us, kind", [
-    # A100 PCIe: one NVLink bridge joins two GPUs (600 / 2 = 300 GB/s each way); a TP-4 or TP-8 group is
-    # larger than the pair, so its all-reduce crosses PCIe Gen4 x16: 64 / 2 = 32 GB/s each way
-    ("A100-PCIe-80GB", 2, 300.0, 10.0, "scale-up"), ("A100-PCIe-80GB", 4, 32.0, 24.6, "pcie"),
-    ("A100-PCIe-80GB", 8, 32.0, 48.6, "pcie"),
-    # L40S has no GPU-to-GPU link at all: PCIe from two GPUs up. NCCL over PCIe: 6.6 µs + 3 µs per ring
-    # step, 2 (n - 1) steps: 12.6 µs at TP 2, 24.6 at TP 4, 48.6 at TP 8 (8x RTX 4090 measure 42, 8x 3090 54)
-    ("L40S", 2, 32.0, 12.6, "pcie"), ("L40S", 8, 32.0, 48.6, "pcie"),
-    # H100 SXM behind NVSwitch: never PCIe, the one-shot kernel's 10 µs
-    ("H100", 8, 450.0, 10.0, "scale-up"),
-])
-def test_a_group_past_its_nvlink_bridge_all_reduces_over_pcie(ruleset, gpu, tp, link, latency_us, kind):
-    values = {**BASE, "model": "llama-3.1-70b", "gpu": gpu, "gpu_count": tp, "tensor_parallel": tp,
-              "precision": "fp8", "concurrency": 1, "serving_engine": "vllm"}
-    got = evaluate(values, ruleset, only=["tp_link", "allreduce_link_gb_s", "allreduce_latency_s"]).values
-    assert got["tp_link"] == kind
-    assert got["allreduce_link_gb_s"] == pytest.approx(link)
-    assert got["allreduce_latency_s"] == pytest.approx(latency_us * 1e-6)
-
-
-def test_eight_pcie_gpus_pay_the_all_reduce_latency_nccl_tests_measure(ruleset):
-    """Llama 3.1 70B at TP 8, one request, on 8x A100 PCIe: 2 x 80 all-reduces a token. Over NVLink (as the
-    catalog's bridge suggested before a group larger than the pair was sent over PCIe) each waited 10 µs,
-    1.6 ms a token; over PCIe 48.6 µs, 7.8 ms a token — the 6.2 ms more is most of what a 70B model's
-    per-token time at TP 8 is made of (its 140 GB of weights read in 9 ms across the eight GPUs)."""
-    values = {**BASE, "model": "llama-3.1-70b", "gpu": "A100-PCIe-80GB", "gpu_count": 8, "tensor_parallel": 8,
-              "precision": "bf16", "concurrency": 1, "serving_engine": "vllm"}
-    got = evaluate(values, ruleset, only=["allreduce_latency_s", "n_layers"]).values
-    assert 2 * got["n_layers"] * got["allreduce_latency_s"] == pytest.approx(2 * 80 * 48.6e-6)
-    assert 2 * got["n_layers"] * (got["allreduce_latency_s"] - 10e-6) == pytest.approx(6.18e-3, rel=1e-3)
