@@ -94,11 +94,19 @@ SEVENTH_HELD_OUT_FIRST_MEASURED = 0.893
 # (sgl-cookbook 7b5bd9c: Llama-3.1-70B on 8x A100, Qwen3-235B-A22B, DeepSeek-R1 and gpt-oss-120b on 8x B200,
 # DeepSeek-V3.1 on 8x MI300X, all TP 8, 1-100 concurrent streams), TensorRT-LLM issue #4043 (Llama-3.1-405B FP8
 # max throughput on 8x B200 and 8x H200) and ExLlama v1's README (batch-1 GPTQ decode on an RTX 4090) — entered and
-# committed (17ec43c, 0fb8425) before scoring, first measured at 148d885's rules: median |error| 33.2%, 8 within 10%,
+# committed (17ec43c, 0fb8425) before scoring, first measured at 148d885's rules: median |error| 33.1%, 8 within 10%,
 # 20 within 25% (the 35 SGLang TP-8 rows 69.4%: MI300X +72…+300%, B200 -8…+178%; the B200 TRT-LLM row +231%; the
 # 14 ExLlama rows 12.4%, all under; docs/holdout.md, "The eighth held-out set, ev8"). Kept out of every fit; a
 # change may only lower it.
 EIGHTH_HELD_OUT_FIRST_MEASURED = 0.332
+# The ninth (cases H9-*), the first memory held-out set: 30 memory figures from 2 sources no set cited — the
+# QwenLM/Qwen README (Qwen-1 1.8B-72B on one A100: GPU memory generating 2,048 tokens in BF16 / GPTQ Int8 / Int4,
+# Qwen-7B at batch 1-100 with and without the Int8 KV cache, LoRA / Q-LoRA / full fine-tuning at 2,048 tokens) and
+# vLLM issue #21348 (Qwen3-235B-A22B-FP8 KV capacity on 4x H100, vLLM and SGLang) — entered and committed (f1a2a85,
+# 635139d) before scoring, first measured at 148d885's rules: median |error| 17.4%, 1 within 1%, 5 within 5%, 7 within
+# 10% (under on batched serving and fine-tuning memory, -5…-47%, the vLLM KV capacity +100%; docs/holdout.md, "The ninth
+# held-out set, ev9"). Kept out of every fit; a change may only lower it.
+NINTH_HELD_OUT_FIRST_MEASURED = 0.174
 # TensorRT-LLM v1.0's Blackwell NVFP4 columns (cases I-FP4B-*: B200 and GB200; Llama 3.3 70B, Llama 3.1 405B,
 # Qwen3-30B-A3B; 24 figures), entered in published.yaml before any change and first measured at 013fe02 with the
 # shipped coefficients: median |error| 13.92%, 10 within 10% (out of sample in --cv 12.7%; docs/accuracy.md, fp4b).
@@ -181,7 +189,8 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all(c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-")) and c.group == "inference" for c in held_out)
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-")) and c.group == "inference")
+               or (c.id.startswith("H9-") and c.group == "memory") for c in held_out)
     assert not {c.source["url"] for c in held_out} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held_out} & {c.source["id"] for c in cases}
     for prefix, figures, ceiling in (("H3-", 56, THIRD_HELD_OUT_FIRST_MEASURED),
@@ -189,7 +198,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H5-", 37, FIFTH_HELD_OUT_FIRST_MEASURED),
                                      ("H6-", 20, SIXTH_HELD_OUT_FIRST_MEASURED),
                                      ("H7-", 16, SEVENTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
