@@ -11,5 +11,6 @@ CATALOGS_DIR = HOME / "catalogs"
 TEMPLATES_DIR = HOME / "templates"
 SAMPLES_DIR = HOME / "samples"
 PUBLISHED_CASES = HOME / "validation" / "published.yaml"   # the published runs `sizing validate` checks
+HELD_OUT_CASES = HOME / "validation" / "holdout.yaml"      # published runs kept out of every fit (docs/holdout.md)
 
 LANGUAGES = ("en", "zh-TW", "zh-CN")

@@ -321,11 +321,18 @@ EVIDENCE_MIN_SOURCES = 2     # ... and is narrower than the wider evidence's onl
 OUTSIDE_MARGIN = 0.10        # past all the evidence: the band of every figure, and this much more
 
 
-EVIDENCE_KEYS = ("serving_engine_used", "gpu_family", "weight_kind")     # the inference_evidence table's columns
+# the inference_evidence table's columns: the model's kind (dense or mixture of experts) and the GPUs one replica
+# spans, then the serving software, the GPU family and the weights' format kind
+EVIDENCE_KEYS = ("model_kind", "replica_span", "serving_engine_used", "gpu_family", "weight_kind")
+# the evidence a band is looked for in, nearest first: the model's shape and scale with the software, the GPU family
+# and the weights' kind, then with fewer of them, then the software or the family alone
+EVIDENCE_LEVELS = (EVIDENCE_KEYS, EVIDENCE_KEYS[:4], EVIDENCE_KEYS[:3], EVIDENCE_KEYS[:2] + ("gpu_family",),
+                   ("serving_engine_used",), ("gpu_family",))
 
 
 def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
-    """Each serving case's serving software, GPU family and weight format kind, as the bands are looked up by."""
+    """Each serving case's model kind, replica span, serving software, GPU family and weight format kind, as the
+    bands are looked up by."""
     out = {}
     for case in cases:
         if case.group == "inference":
@@ -334,12 +341,21 @@ def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
     return out
 
 
+def out_of_sample_errors(cv: CrossValidation, held_out: list[Case], ruleset) -> pd.DataFrame:
+    """Every figure estimated without its source having informed the rules: the published runs' cross-validated
+    estimates (each with its source left out of the fit), and the held-out runs' (validation/holdout.yaml), which
+    no fit and no model choice saw before they were first measured. What the bands are made of."""
+    _, oos = cv_tables(cv)
+    return pd.concat([oos, compare(held_out, ruleset)[list(oos.columns)]], ignore_index=True)
+
+
 def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:
-    """Serving bands by the nearest evidence, most specific first: serving software, GPU family and
-    weight format kind (16-bit or quantised) together, then software and family, then the software
-    alone, then the family alone, wherever at least EVIDENCE_MIN_FIGURES figures measured it; each the
-    80th percentile of how far their out-of-sample estimates land, as a ratio either way, rounded up to
-    5% (`band`). Past all of them: the widest of those, and at least every figure's band plus OUTSIDE_MARGIN.
+    """Serving bands by the nearest evidence, most specific first (EVIDENCE_LEVELS): dense or mixture-of-experts
+    model on one GPU or several, with the serving software, GPU family and weight format kind (16-bit or
+    quantised), then with fewer of them, then the software alone, then the family alone, wherever at least
+    EVIDENCE_MIN_FIGURES figures measured it; each the 80th percentile of how far their out-of-sample estimates
+    land, as a ratio either way, rounded up to 5% (`band`). Past all of them: the widest of those, and at least
+    every figure's band plus OUTSIDE_MARGIN.
     A row resting on one source is never narrower than the evidence the lookup would fall to without it,
     or than every figure's band where that depends on the family asked about (`widened_by`): one source
     measures one offset, not how far the next source's lands."""
@@ -347,8 +363,7 @@ def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[d
     for column in EVIDENCE_KEYS:
         rows[column] = rows["case"].map(lambda c, col=column: keys[c][col])
     out = []
-    for columns in (list(EVIDENCE_KEYS), ["serving_engine_used", "gpu_family"], ["serving_engine_used"],
-                    ["gpu_family"]):
+    for columns in map(list, EVIDENCE_LEVELS):
         for key, group in rows.groupby(columns):
             if len(group) >= EVIDENCE_MIN_FIGURES:
                 out.append({"match": dict(zip(columns, key)), "band": band(group, "inference"),

@@ -2,7 +2,8 @@
 
 Usage: .venv/bin/python scripts/refresh_bands.py [--check]
 
-The quote's ± ranges are the out-of-sample errors of the published runs nearest to it
+The quote's ± ranges are the out-of-sample errors of the published runs nearest to it: the published set's
+cross-validated estimates and the held-out set's (validation/holdout.yaml), which no fit saw
 (tests/test_accuracy.py holds the file to them). This computes them as the test does and writes
 the rows of the `inference_evidence` and `inference_evidence_figures` tables and the training and
 memory rows of `band`, keeping every other line, comment and `accept:` of the file. With
@@ -20,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.calc.evaluate import evaluate  # noqa: E402
 from engine.calc.ruleset import current_ruleset  # noqa: E402
-from engine.paths import RULES_DIR  # noqa: E402
+from engine.paths import HELD_OUT_CASES, RULES_DIR  # noqa: E402
 from engine.calc.evidence import DEFAULT_CASES, load_cases  # noqa: E402
 from engine.calc.yamlfile import load_yaml_file  # noqa: E402
-from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, cv_tables, evidence_bands,  # noqa: E402
-                               evidence_keys)
+from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, evidence_bands, evidence_keys,  # noqa: E402
+                               out_of_sample_errors)
 
 FILE = RULES_DIR / "uncertainty.yaml"
 FAMILIES = {"ampere": "Ampere", "hopper": "Hopper", "blackwell": "Blackwell", "ada": "Ada", "consumer": "consumer",
@@ -37,10 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if the file is out of date")
     args = parser.parse_args(argv)
     ruleset = current_ruleset()
-    cases = load_cases(DEFAULT_CASES)
-    _, oos = cv_tables(cross_validate(cases, ruleset))
+    cases, held_out = load_cases(DEFAULT_CASES), load_cases(HELD_OUT_CASES)
+    oos = out_of_sample_errors(cross_validate(cases, ruleset), held_out, ruleset)
     text = FILE.read_text(encoding="utf-8")
-    new = _serving(text, evidence_bands(oos, evidence_keys(cases, ruleset)), _stack_names())
+    new = _serving(text, evidence_bands(oos, evidence_keys(cases + held_out, ruleset)), _stack_names())
     new = _training_and_memory(new, oos, cases, ruleset)
     if new == text:
         print(f"{FILE}: the bands are what the evidence gives.")
@@ -67,7 +68,8 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
         sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
         if match:
             why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample estimates of "
-                   f"{row['figures']} figures from {sources} land, as a ratio either way (sizing validate --cv)")
+                   f"{row['figures']} figures from {sources} land, as a ratio either way (sizing validate --cv, "
+                   "and the held-out runs)")
             if "widened_by" in row:
                 wider = _where(row["widened_by"], stacks) if row["widened_by"] else "every serving figure"
                 why += f"; one source, so no narrower than the band of {wider}"
@@ -82,12 +84,16 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
 
 
 def _where(match: dict[str, str], stacks: dict[str, str]) -> str:
-    """The evidence a row matches, in words: 'vLLM on Hopper GPUs with 16-bit weights'."""
+    """The evidence a row matches, in words: 'dense models on one GPU each, vLLM on Hopper GPUs with 16-bit weights'."""
     stack, family = stacks.get(match.get("serving_engine_used", ""), ""), match.get("gpu_family")
     where = (f"{stack} on {FAMILIES.get(family, family)} GPUs" if stack and family
-             else stack or f"{FAMILIES.get(family, family)} GPUs")
+             else stack or (f"{FAMILIES.get(family, family)} GPUs" if family else ""))
     if kind := match.get("weight_kind"):
         where += f" with {'16-bit' if kind == '16-bit' else 'quantised'} weights"
+    if model := match.get("model_kind"):
+        shape = (f"{'dense models' if model == 'dense' else 'mixtures of experts'} "
+                 f"{'on one GPU each' if match.get('replica_span') == 'one-gpu' else 'split over several GPUs'}")
+        where = f"{shape}, {where}" if where else shape
     return where
 
 
@@ -125,6 +131,8 @@ def _replace_rows(text: str, table: str, rows: str) -> str:
 
 
 def _training_and_memory(text: str, oos, cases, ruleset) -> str:
+    # training: the published runs' cross-validated errors (no held-out run is a training run); memory: those and
+    # the held-out memory figures
     family = {c.id: evaluate({"gpu": c.intake.get("gpu")}, ruleset, only=["fitted_gpu_family"])
               .values["fitted_gpu_family"] for c in cases}
     rows = oos[oos["group"] == "training"]
