@@ -142,6 +142,17 @@ def held_out():
 
 
 @pytest.fixture(scope="module")
+def out_of_sample(ruleset, cv, held_out):
+    """What the bands are made of: the published runs' --cv errors and the held-out runs'."""
+    return out_of_sample_errors(cv, held_out, ruleset)
+
+
+@pytest.fixture(scope="module")
+def band_keys(ruleset, cases, held_out):
+    return evidence_keys(cases + held_out, ruleset)
+
+
+@pytest.fixture(scope="module")
 def held_out_table(ruleset, held_out):
     return compare(held_out, ruleset)
 
@@ -283,11 +294,11 @@ def test_uncertainty_bands_are_the_out_of_sample_errors(ruleset, cv, cases, grou
     assert table.find((group, "default")).value == pytest.approx(other)
 
 
-def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(ruleset, cv, cases, held_out):
+def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(ruleset, out_of_sample, band_keys):
     """Each row of rules/uncertainty.yaml's inference_evidence is what the out-of-sample errors give the figures
     it matches — the published runs' under `sizing validate --cv` and the held-out runs': model kind and replica
     span with the software, family and weight kind, then with fewer of them, then software, then family, then none."""
-    rows = evidence_bands(out_of_sample_errors(cv, held_out, ruleset), evidence_keys(cases + held_out, ruleset))
+    rows = evidence_bands(out_of_sample, band_keys)
     table, figures = ruleset.tables["inference_evidence"], ruleset.tables["inference_evidence_figures"]
     assert [(dict(r.match), r.value) for r in table.rows] == \
         [({k: (v,) for k, v in r["match"].items()}, pytest.approx(r["band"])) for r in rows]
@@ -308,7 +319,7 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
         table.find(dense + ("sglang", "blackwell", "16-bit")).value
 
 
-def test_bands_built_without_a_held_out_set_cover_most_of_its_figures(ruleset, cv, cases, held_out):
+def test_bands_built_without_a_held_out_set_cover_most_of_its_figures(out_of_sample, band_keys, held_out):
     """The test of a band is a source it never saw. Leave each held-out set out of the evidence in turn, build the
     bands from the rest (the published runs' --cv errors and the other sets), and count the set's serving figures
     that land within estimate ÷/× (1 + band). The bands shipped at 148d885, from the published runs alone by
@@ -318,8 +329,7 @@ def test_bands_built_without_a_held_out_set_cover_most_of_its_figures(ruleset, c
     anything else."""
     import math
 
-    oos = out_of_sample_errors(cv, held_out, ruleset)
-    keys = evidence_keys(cases + held_out, ruleset)
+    oos, keys = out_of_sample, band_keys
     inside = figures = 0
     for held_set in sorted({c.id.split("-")[0] for c in held_out if c.group == "inference"}):
         others = oos[~oos["case"].str.startswith(held_set + "-")]
@@ -384,10 +394,9 @@ def test_a_configuration_outside_the_evidence_says_so(ruleset):
     assert inside.values["inference_band"] < outside.values["inference_band"]
 
 
-def test_memory_band_is_the_out_of_sample_errors(ruleset, cv, held_out):
-    oos = out_of_sample_errors(cv, held_out, ruleset)
+def test_memory_band_is_the_out_of_sample_errors(ruleset, out_of_sample):
     assert evaluate({}, ruleset, only=["memory_band"]).values["memory_band"] == \
-        pytest.approx(_band(oos[oos["group"] == "memory"]["error"]))
+        pytest.approx(_band(out_of_sample[out_of_sample["group"] == "memory"]["error"]))
 
 
 def test_cli_reports_in_and_out_of_sample_side_by_side():
