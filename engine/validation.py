@@ -316,6 +316,16 @@ def band(table: pd.DataFrame, group: str) -> float:
 
 
 
+TRAINING_WORKLOADS = ("pretraining", "fine-tuning")
+
+
+def memory_band(table: pd.DataFrame, cases, training: bool) -> float:
+    """The band of the memory figures of training runs (`training`) or of serving: a training step's activations
+    and loss land much further off than a server's weights and KV cache, so each has its own."""
+    ids = {c.id for c in cases if (c.intake.get("workload") in TRAINING_WORKLOADS) == training}
+    return band(table[table["case"].isin(ids)], "memory")
+
+
 EVIDENCE_MIN_FIGURES = 4     # a band rests on at least this many figures
 EVIDENCE_MIN_SOURCES = 2     # ... and is narrower than the wider evidence's only on at least this many sources
 OUTSIDE_MARGIN = 0.10        # past all the evidence: the band of every figure, and this much more

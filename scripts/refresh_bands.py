@@ -25,7 +25,7 @@ from engine.paths import HELD_OUT_CASES, RULES_DIR  # noqa: E402
 from engine.calc.evidence import DEFAULT_CASES, load_cases  # noqa: E402
 from engine.calc.yamlfile import load_yaml_file  # noqa: E402
 from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, evidence_bands, evidence_keys,  # noqa: E402
-                               out_of_sample_errors)
+                               memory_band, out_of_sample_errors)
 
 FILE = RULES_DIR / "uncertainty.yaml"
 FAMILIES = {"ampere": "Ampere", "hopper": "Hopper", "blackwell": "Blackwell", "ada": "Ada", "consumer": "consumer",
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     oos = out_of_sample_errors(cross_validate(cases, ruleset), held_out, ruleset)
     text = FILE.read_text(encoding="utf-8")
     new = _serving(text, evidence_bands(oos, evidence_keys(cases + held_out, ruleset)), _stack_names())
-    new = _training_and_memory(new, oos, cases, ruleset)
+    new = _training_and_memory(new, oos, cases, held_out, ruleset)
     if new == text:
         print(f"{FILE}: the bands are what the evidence gives.")
         return 0
@@ -130,18 +130,19 @@ def _replace_rows(text: str, table: str, rows: str) -> str:
     return text[:start] + rows + text[start + len(old):]
 
 
-def _training_and_memory(text: str, oos, cases, ruleset) -> str:
+def _training_and_memory(text: str, oos, cases, held_out, ruleset) -> str:
     # training: the published runs' cross-validated errors (no held-out run is a training run); memory: those and
-    # the held-out memory figures
+    # the held-out memory figures, training runs' and serving's apart
     family = {c.id: evaluate({"gpu": c.intake.get("gpu")}, ruleset, only=["fitted_gpu_family"])
               .values["fitted_gpu_family"] for c in cases}
     rows = oos[oos["group"] == "training"]
     fitted = rows["case"].map(family).astype(bool)
     trained = band(rows[fitted], "training")
     other = max(band(rows[~fitted], "training"), trained + OUTSIDE_MARGIN)
-    memory = band(oos, "memory")
     for keys, value in (("group: training, coefficients: fitted", trained),
-                        ("group: training, coefficients: default", other), ("group: memory", memory)):
+                        ("group: training, coefficients: default", other),
+                        ("group: memory, workload: training", memory_band(oos, cases + held_out, training=True)),
+                        ("group: memory, workload: serving", memory_band(oos, cases + held_out, training=False))):
         text = re.sub(rf"(- \{{{keys}, band: )[\d.]+", lambda m: f"{m[1]}{round(value, 6):.2f}", text)
     return text
 

@@ -109,6 +109,13 @@ EIGHTH_HELD_OUT_FIRST_MEASURED = 0.332
 # 10% (under on batched serving and fine-tuning memory, -5…-47%, the vLLM KV capacity +100%; docs/holdout.md, "The ninth
 # held-out set, ev9"). Kept out of every fit; a change may only lower it.
 NINTH_HELD_OUT_FIRST_MEASURED = 0.174
+# The tenth (cases H10-*), memory again: 77 fine-tuning peak-memory figures from 2 sources no set cited — LitGPT's
+# config_hub/finetune table (LoRA, QLoRA and full fine-tuning on one A10G, 512 tokens, bf16-true) and ms-swift's
+# Benchmark.md (Qwen-1 and Yi LoRA, QLoRA and full fine-tuning on one A100 through the Hugging Face Trainer, 512-8,192
+# tokens, batch 1-8) — entered and committed (8d7d3d3) before scoring, first measured at 2b01352's rules: median
+# |error| 30.9%, 15 within 10%, 34 within 25%, 70 of 77 under (docs/holdout.md, "The tenth held-out set, ev10").
+# Kept out of every fit; a change may only lower it.
+TENTH_HELD_OUT_FIRST_MEASURED = 0.310
 # TensorRT-LLM v1.0's Blackwell NVFP4 columns (cases I-FP4B-*: B200 and GB200; Llama 3.3 70B, Llama 3.1 405B,
 # Qwen3-30B-A3B; 24 figures), entered in published.yaml before any change and first measured at 013fe02 with the
 # shipped coefficients: median |error| 13.92%, 10 within 10% (out of sample in --cv 12.7%; docs/accuracy.md, fp4b).
@@ -203,7 +210,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
     assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-")) and c.group == "inference")
-               or (c.id.startswith("H9-") and c.group == "memory") for c in held_out)
+               or (c.id.startswith(("H9-", "H10-")) and c.group == "memory") for c in held_out)
     assert not {c.source["url"] for c in held_out} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held_out} & {c.source["id"] for c in cases}
     for prefix, figures, ceiling in (("H3-", 56, THIRD_HELD_OUT_FIRST_MEASURED),
@@ -212,7 +219,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H6-", 20, SIXTH_HELD_OUT_FIRST_MEASURED),
                                      ("H7-", 16, SEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
@@ -394,9 +402,19 @@ def test_a_configuration_outside_the_evidence_says_so(ruleset):
     assert inside.values["inference_band"] < outside.values["inference_band"]
 
 
-def test_memory_band_is_the_out_of_sample_errors(ruleset, out_of_sample):
-    assert evaluate({}, ruleset, only=["memory_band"]).values["memory_band"] == \
-        pytest.approx(_band(out_of_sample[out_of_sample["group"] == "memory"]["error"]))
+def test_memory_bands_are_the_out_of_sample_errors_of_training_and_of_serving(ruleset, out_of_sample, cases, held_out):
+    """Training memory (activations, the loss) and serving memory (weights, KV cache) each carry the 80th percentile of
+    their own figures' out-of-sample errors; a fine-tuning run's miss does not widen a server's memory range."""
+    def memory_errors(training):
+        ids = {c.id for c in cases + held_out if c.group == "memory"
+               and (c.intake.get("workload") in ("pretraining", "fine-tuning")) == training}
+        return out_of_sample[out_of_sample["case"].isin(ids)]["error"]
+
+    trains, serves = memory_errors(True), memory_errors(False)
+    assert len(trains) >= 80 and len(serves) >= 50
+    band = {workload: evaluate({"workload": workload}, ruleset, only=["memory_band"]).values["memory_band"]
+            for workload in ("fine-tuning", "online-inference")}
+    assert band == {"fine-tuning": pytest.approx(_band(trains)), "online-inference": pytest.approx(_band(serves))}
 
 
 def test_cli_reports_in_and_out_of_sample_side_by_side():
