@@ -37,8 +37,8 @@ SLIPS = [
      "Did you mean `fitted`?", "error"),
     ("a table value 10× off its neighbours", "rules/uncertainty.yaml", "",
      "coefficients: fitted, band: 0.20,", "coefficients: fitted, band: 0.020,",
-     "coefficients fitted is 0.02, 1/", "error"),   # 0.02 against the other bands' median (≈ 0.22–0.25,
-                                                      # rewritten by scripts/refresh_bands.py): 1/11–1/12
+     "coefficients fitted is 0.02 ×, 1/", "error"),   # 0.02 against the other bands' median (≈ 0.25–0.3,
+                                                        # rewritten by scripts/refresh_bands.py): 1/12–1/15
     ("a model's size in the wrong unit (70B as 0.07 billion)", "catalogs/models.yaml", "llama-2-70b",
      "params_billion: 68.98", "params_billion: 0.06898",
      "a thousand times off (k, M, G or T)? Then write 68.98", "warning"),
