@@ -116,6 +116,13 @@ NINTH_HELD_OUT_FIRST_MEASURED = 0.174
 # |error| 30.9%, 15 within 10%, 34 within 25%, 70 of 77 under (docs/holdout.md, "The tenth held-out set, ev10").
 # Kept out of every fit; a change may only lower it.
 TENTH_HELD_OUT_FIRST_MEASURED = 0.310
+# The eleventh (cases H11-*): 32 serving figures from 4 sources no set cited — SemiAnalysis InferenceX threads #890
+# (DeepSeek-R1 FP8 on 8x MI325X, SGLang 0.5.9), #1061 (gpt-oss-120b on one MI300X, vLLM 0.17.0) and #870 (DeepSeek-R1
+# on 8x H200, SGLang 0.5.7), and cmontemuino's vLLM latency runs (Llama 3.1 8B on one MI300X) — entered and committed
+# (24f6922) before scoring, first measured at fac8da8's rules, after the AMD expert-layer rows: median |error| 46.9%,
+# 0 within 10%, 9 within 25% (23.4% with the rules before those rows: the newest vLLM's gpt-oss on MI300X runs at the
+# dense rate; docs/holdout.md, "The eleventh held-out set, ev11"). Kept out of every fit; a change may only lower it.
+ELEVENTH_HELD_OUT_FIRST_MEASURED = 0.469
 # TensorRT-LLM v1.0's Blackwell NVFP4 columns (cases I-FP4B-*: B200 and GB200; Llama 3.3 70B, Llama 3.1 405B,
 # Qwen3-30B-A3B; 24 figures), entered in published.yaml before any change and first measured at 013fe02 with the
 # shipped coefficients: median |error| 13.92%, 10 within 10% (out of sample in --cv 12.7%; docs/accuracy.md, fp4b).
@@ -209,7 +216,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-")) and c.group == "inference")
                or (c.id.startswith(("H9-", "H10-")) and c.group == "memory") for c in held_out)
     assert not {c.source["url"] for c in held_out} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held_out} & {c.source["id"] for c in cases}
@@ -220,7 +227,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H7-", 16, SEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED),
                                      ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
