@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from engine.calc.evaluate import evaluate
-from engine.calc.evidence import GROUPS, Case
+from engine.calc.evidence import GROUPS, TRAINING_WORKLOADS, Case
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
@@ -315,8 +315,6 @@ def band(table: pd.DataFrame, group: str) -> float:
 
 
 
-
-TRAINING_WORKLOADS = ("pretraining", "fine-tuning")
 
 
 def memory_band(table: pd.DataFrame, cases, training: bool) -> float:

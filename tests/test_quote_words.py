@@ -261,6 +261,19 @@ def _checked_sentences(q: Quoted) -> list[str]:
     return [html_lib.unescape(t) for t in re.findall(r'<p class="caveat checked">(.*?)</p>', q.html, flags=re.S)]
 
 
+def test_a_memory_range_names_the_runs_of_its_own_kind(quotes):
+    """A training quote's memory range rests on the training and fine-tuning runs' memory, held-out ones included
+    (rules/uncertainty.yaml keys the band by workload); a server's on the serving runs'. Each sentence counts and
+    names those runs, not the other kind's."""
+    from engine.calc.evidence import band_evidence
+    training, serving = band_evidence("memory", training=True), band_evidence("memory", training=False)
+    assert len(training) >= 80 and len(serving) >= 30
+    lora = [s for s in _checked_sentences(quotes["lora-1xh100.yaml"]) if s.startswith("Memory")][0]
+    online = [s for s in _checked_sentences(quotes["llama-70b-online-8xh100.yaml"]) if s.startswith("Memory")][0]
+    assert f"against {len(training)} published runs" in lora and "litgpt" in lora and "PagedAttention" not in lora
+    assert f"against {len(serving)} published runs" in online and "PagedAttention" in online and "litgpt" not in online
+
+
 def test_each_source_is_named_once(quotes):
     for name, q in quotes.items():
         sentences = _checked_sentences(q)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from engine.calc.rulecache import cached_data
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
-from engine.paths import PUBLISHED_CASES
+from engine.paths import HELD_OUT_CASES, PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
 DEFAULT_CASES = PUBLISHED_CASES
+TRAINING_WORKLOADS = ("pretraining", "fine-tuning")
 GROUPS = ("training", "inference", "memory", "facility")
 COUNTED = ("output", "prompt and output")
 TIMED = ("generation", "forward passes")
@@ -82,12 +83,19 @@ def load_cases(path: Path) -> list[Case]:
 
 
 def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
-    """The published runs a group's estimates were checked against: [{id, title, url}]."""
+    """The published runs a group's estimates were checked against: [{id, title, url, training}]."""
     try:
         runs = _runs_cached(Path(path), Path(path).stat().st_mtime_ns)
     except (SizingError, OSError):
         return []
     return [dict(run) for run in runs.get(group, [])]
+
+
+def band_evidence(group: str, training: bool) -> list[dict]:
+    """The runs a quote's band rests on: the published runs of its group and those held out of every fit,
+    memory's of its own kind (a training step's or a server's, as rules/uncertainty.yaml keys the band)."""
+    runs = checked_against(group) + checked_against(group, HELD_OUT_CASES)
+    return [run for run in runs if group != "memory" or run["training"] == training]
 
 
 @functools.lru_cache(maxsize=4)
@@ -101,5 +109,6 @@ def _runs_by_group(cases: list[Case]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for c in cases:
         out.setdefault(c.group, []).append({"id": c.id, "title": c.source.get("title", ""),
-                                            "url": c.source.get("url", "")})
+                                            "url": c.source.get("url", ""),
+                                            "training": c.intake.get("workload") in TRAINING_WORKLOADS})
     return out

@@ -231,12 +231,12 @@ def _cost_label(m: Messages, values: dict, inputs: dict, path: str = "cost_per_p
 
 
 def _checked(m: Messages, values: dict) -> list[str]:
-    """One sentence per kind of estimate: how many published runs it was checked against, and which."""
-    from engine.calc.evidence import checked_against
+    """One sentence per kind of estimate: how many published runs its band rests on, and which."""
+    from engine.calc.evidence import band_evidence
     kinds = [("training" if values.get("is_training") else "inference"), "memory"]
     out = []
     for kind in kinds:
-        runs = checked_against(kind)
+        runs = band_evidence(kind, training=bool(values.get("is_training")))
         band = values.get(f"{kind}_band")
         if runs and finite(band):
             # a band is a ratio either way (engine/validation.py): ÷ and × the same factor
