@@ -314,9 +314,6 @@ def band(table: pd.DataFrame, group: str) -> float:
     return math.ceil(round(math.expm1(float(ratios.quantile(0.8))) * 20, 6)) / 20
 
 
-
-
-
 def memory_band(table: pd.DataFrame, cases, training: bool) -> float:
     """The band of the memory figures of training runs (`training`) or of serving: a training step's activations
     and loss land much further off than a server's weights and KV cache, so each has its own."""

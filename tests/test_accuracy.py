@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.calc.evaluate import evaluate
-from engine.calc.evidence import DEFAULT_CASES, load_cases
+from engine.calc.evidence import DEFAULT_CASES, TRAINING_WORKLOADS, load_cases
 from engine.paths import HELD_OUT_CASES
 from engine.calc.fitting import load_coefficients
 from engine.cli import main
@@ -415,7 +415,7 @@ def test_memory_bands_are_the_out_of_sample_errors_of_training_and_of_serving(ru
     their own figures' out-of-sample errors; a fine-tuning run's miss does not widen a server's memory range."""
     def memory_errors(training):
         ids = {c.id for c in cases + held_out if c.group == "memory"
-               and (c.intake.get("workload") in ("pretraining", "fine-tuning")) == training}
+               and (c.intake.get("workload") in TRAINING_WORKLOADS) == training}
         return out_of_sample[out_of_sample["case"].isin(ids)]["error"]
 
     trains, serves = memory_errors(True), memory_errors(False)
