@@ -55,3 +55,4 @@ RESULT_KEYS = (
 )
 
 WORKLOADS = ("pretraining", "fine-tuning", "online-inference", "offline-inference")
+TRAINING_WORKLOADS = WORKLOADS[:2]      # the workloads that train (rules/model.yaml, is_training)

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 
 from engine.calc.evaluate import evaluate
-from engine.calc.evidence import GROUPS, TRAINING_WORKLOADS, Case
+from engine.calc.evidence import GROUPS, Case
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
 from engine.calc.rulecache import cached_value
+from engine.contract import TRAINING_WORKLOADS
 from engine.intake.model import Intake
 from engine.job import validate_intake
 from engine.problems import Problem, SizingError

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from engine.calc.evaluate import evaluate
-from engine.calc.evidence import DEFAULT_CASES, TRAINING_WORKLOADS, load_cases
+from engine.calc.evidence import DEFAULT_CASES, load_cases
+from engine.contract import TRAINING_WORKLOADS
 from engine.paths import HELD_OUT_CASES
 from engine.calc.fitting import load_coefficients
 from engine.cli import main

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from engine.calc.rulecache import cached_data
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
+from engine.contract import TRAINING_WORKLOADS
 from engine.paths import HELD_OUT_CASES, PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
 DEFAULT_CASES = PUBLISHED_CASES
-TRAINING_WORKLOADS = ("pretraining", "fine-tuning")
 GROUPS = ("training", "inference", "memory", "facility")
 COUNTED = ("output", "prompt and output")
 TIMED = ("generation", "forward passes")

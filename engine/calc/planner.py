@@ -10,9 +10,8 @@ import numpy as np
 
 from engine.calc.evaluate import evaluate, evaluate_columns, evaluate_families, input_values
 from engine.calc.targets import positive
-from engine.contract import INFERENCE_LAYOUT, TRAINING_LAYOUT
+from engine.contract import INFERENCE_LAYOUT, TRAINING_LAYOUT, TRAINING_WORKLOADS as TRAINING
 
-TRAINING = ("pretraining", "fine-tuning")
 ONLINE = "online-inference"
 # What the candidates are judged by; the rule set computes them.
 TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memory_limit_gb")

@@ -52,6 +52,7 @@ def run(args) -> int:
 def sweep_one(ruleset, args) -> int:
     """The sweep of one intake, printed (and written with -o); its exit status."""
     from engine.calc.sweep import parse_grid, sweep
+    from engine.contract import TRAINING_WORKLOADS
     from engine.files import write_atomic
     from engine.job import read_checked
     from engine.problems import SizingError
@@ -68,7 +69,7 @@ def sweep_one(ruleset, args) -> int:
             print(p, file=sys.stderr)
         return 2
     m = messages(intake.language)
-    training = intake.values.get("workload") in ("pretraining", "fine-tuning")
+    training = intake.values.get("workload") in TRAINING_WORKLOADS
     # every GPU's cost in one currency: the typed price's, and catalog prices converted (rules/cost.yaml)
     table = result.table
     currency = str(table["cost_currency"].iloc[0]) if "cost_currency" in table and len(table) else "USD"

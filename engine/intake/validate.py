@@ -13,13 +13,13 @@ from cerberus import errors as cerr
 from cerberus.schema import DefinitionSchema
 
 from engine.calc.rulecache import cached_data
+from engine.contract import TRAINING_WORKLOADS as TRAINING
 from engine.intake import lenient
 from engine.intake.form import FORM_PATH, Field, Form, current_form, localized
 from engine.intake.model import Intake
 from engine.paths import LANGUAGES
 from engine.problems import Problem
 
-TRAINING = ("pretraining", "fine-tuning")
 INFERENCE = ("online-inference", "offline-inference")
 EMAIL = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 

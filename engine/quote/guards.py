@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.calc.results import Notice, Results
+from engine.contract import TRAINING_WORKLOADS
 from engine.paths import LANGUAGES
 from engine.quote.messages import finite, messages
 
@@ -59,7 +60,7 @@ def guard(results: Results, workload: str) -> list[Withheld]:
         if key not in found:
             found[key] = Withheld(key, reason, detail)
 
-    training = workload in ("pretraining", "fine-tuning")
+    training = workload in TRAINING_WORKLOADS
     required = COMMON + (TRAINING if training else SERVING)
     for key in required:
         value = values.get(key)
