@@ -124,6 +124,15 @@ TENTH_HELD_OUT_FIRST_MEASURED = 0.310
 # 0 within 10%, 9 within 25% (23.4% with the rules before those rows: the newest vLLM's gpt-oss on MI300X runs at the
 # dense rate; docs/holdout.md, "The eleventh held-out set, ev11"). Kept out of every fit; a change may only lower it.
 ELEVENTH_HELD_OUT_FIRST_MEASURED = 0.469
+# The thirteenth (cases H13-*), memory: 18 pretraining peak-memory figures, the memory column of the torchtitan team's
+# Llama 3.1 report on H100 (8B to 405B, FSDP to 4D parallelism, BF16 and Float8) — a source whose speed figures are
+# published cases (T62-T70, T116-T119), but no memory figure of any pretraining run with activations was in either
+# file — entered and scored once before any rule change at 3eff432's rules: median |error| 23.7%, 0 within 1%, every
+# figure under (-4…-45%; docs/holdout.md, "The thirteenth held-out set"). Kept out of every fit.
+THIRTEENTH_HELD_OUT_FIRST_MEASURED = 0.237
+# sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
+# of figure, not for their source
+SAME_SOURCE_OTHER_FIGURES = ("H13-",)
 # TensorRT-LLM v1.0's Blackwell NVFP4 columns (cases I-FP4B-*: B200 and GB200; Llama 3.3 70B, Llama 3.1 405B,
 # Qwen3-30B-A3B; 24 figures), entered in published.yaml before any change and first measured at 013fe02 with the
 # shipped coefficients: median |error| 13.92%, 10 within 10% (out of sample in --cv 12.7%; docs/accuracy.md, fp4b).
@@ -218,9 +227,13 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
     assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-")) and c.group == "inference")
-               or (c.id.startswith(("H9-", "H10-")) and c.group == "memory") for c in held_out)
-    assert not {c.source["url"] for c in held_out} & {c.source["url"] for c in cases}
+               or (c.id.startswith(("H9-", "H10-", "H13-")) and c.group == "memory") for c in held_out)
+    unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
+    assert not {c.source["url"] for c in unseen} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held_out} & {c.source["id"] for c in cases}
+    # ... and none of their kind of figure from that source was published
+    published_memory = {c.source["url"] for c in cases if c.group == "memory"}
+    assert not {c.source["url"] for c in held_out if c.id.startswith(SAME_SOURCE_OTHER_FIGURES)} & published_memory
     for prefix, figures, ceiling in (("H3-", 56, THIRD_HELD_OUT_FIRST_MEASURED),
                                      ("H4-", 13, FOURTH_HELD_OUT_FIRST_MEASURED),
                                      ("H5-", 37, FIFTH_HELD_OUT_FIRST_MEASURED),
@@ -229,7 +242,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED),
                                      ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED),
                                      ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H13-", 18, THIRTEENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
