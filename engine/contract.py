@@ -56,3 +56,11 @@ RESULT_KEYS = (
 
 WORKLOADS = ("pretraining", "fine-tuning", "online-inference", "offline-inference")
 TRAINING_WORKLOADS = WORKLOADS[:2]      # the workloads that train (rules/model.yaml, is_training)
+# memory estimates land differently for a pretraining step, a fine-tuning step (adapters, 4-bit weights, a
+# Trainer's loss) and a server: each kind has its own band (rules/uncertainty.yaml) and its own evidence
+MEMORY_KINDS = ("pretraining", "fine-tuning", "serving")
+
+
+def memory_kind(workload: str | None) -> str:
+    """The kind of memory estimate a workload's is, as its band is keyed."""
+    return workload if workload in TRAINING_WORKLOADS else "serving"

@@ -15,7 +15,7 @@ from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estima
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
 from engine.calc.rulecache import cached_value
-from engine.contract import TRAINING_WORKLOADS
+from engine.contract import memory_kind
 from engine.intake.model import Intake
 from engine.job import validate_intake
 from engine.problems import Problem, SizingError
@@ -315,10 +315,11 @@ def band(table: pd.DataFrame, group: str) -> float:
     return math.ceil(round(math.expm1(float(ratios.quantile(0.8))) * 20, 6)) / 20
 
 
-def memory_band(table: pd.DataFrame, cases, training: bool) -> float:
-    """The band of the memory figures of training runs (`training`) or of serving: a training step's activations
-    and loss land much further off than a server's weights and KV cache, so each has its own."""
-    ids = {c.id for c in cases if (c.intake.get("workload") in TRAINING_WORKLOADS) == training}
+def memory_band(table: pd.DataFrame, cases, kind: str) -> float:
+    """The band of the memory figures of one kind (engine/contract.py, MEMORY_KINDS): a fine-tuning step's adapters,
+    4-bit weights and loss, a pretraining step's activations and a server's weights and KV cache land each their own
+    distance off."""
+    ids = {c.id for c in cases if memory_kind(c.intake.get("workload")) == kind}
     return band(table[table["case"].isin(ids)], "memory")
 
 

@@ -24,6 +24,7 @@ from engine.calc.ruleset import current_ruleset  # noqa: E402
 from engine.paths import HELD_OUT_CASES, RULES_DIR  # noqa: E402
 from engine.calc.evidence import DEFAULT_CASES, load_cases  # noqa: E402
 from engine.calc.yamlfile import load_yaml_file  # noqa: E402
+from engine.contract import MEMORY_KINDS  # noqa: E402
 from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, evidence_bands, evidence_keys,  # noqa: E402
                                memory_band, out_of_sample_errors)
 
@@ -141,8 +142,8 @@ def _training_and_memory(text: str, oos, cases, held_out, ruleset) -> str:
     other = max(band(rows[~fitted], "training"), trained + OUTSIDE_MARGIN)
     for keys, value in (("group: training, coefficients: fitted", trained),
                         ("group: training, coefficients: default", other),
-                        ("group: memory, workload: training", memory_band(oos, cases + held_out, training=True)),
-                        ("group: memory, workload: serving", memory_band(oos, cases + held_out, training=False))):
+                        *((f"group: memory, workload: {kind}", memory_band(oos, cases + held_out, kind))
+                          for kind in MEMORY_KINDS)):
         text = re.sub(rf"(- \{{{keys}, band: )[\d.]+", lambda m: f"{m[1]}{round(value, 6):.2f}", text)
     return text
 

@@ -347,7 +347,9 @@ def _warnings(ruleset, scope: dict) -> list[Notice]:
     notices, formatter = [], _MessageFormatter()
     catalogs = getattr(ruleset, "catalogs", None)
     # GPU memory (the capacity rules' GB), not storage or data, which are sold in GB of 10⁹ bytes
-    gb = frozenset(name for name, rule in ruleset.rules.items() if rule.unit == "GB" and rule.group == "capacity")
+    memory = {name for name, rule in ruleset.rules.items() if rule.unit == "GB" and rule.group == "capacity"}
+    # ... and the ends of their likely ranges (rules/uncertainty.yaml), which the quote scales alike
+    gb = frozenset(memory | {f"{name}_{end}" for name in memory for end in ("low", "high")})
     for w in ruleset.warnings:
         if not _run(w, w.when, scope):
             continue

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.calc.rulecache import cached_data
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
-from engine.contract import TRAINING_WORKLOADS
+from engine.contract import TRAINING_WORKLOADS, memory_kind
 from engine.paths import HELD_OUT_CASES, PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
@@ -91,11 +91,12 @@ def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
     return [dict(run) for run in runs.get(group, [])]
 
 
-def band_evidence(group: str, training: bool) -> list[dict]:
+def band_evidence(group: str, workload: str | None) -> list[dict]:
     """The runs a quote's band rests on: the published runs of its group and those held out of every fit,
-    memory's of its own kind (a training step's or a server's, as rules/uncertainty.yaml keys the band)."""
+    memory's of the workload's own kind (a pretraining step's, a fine-tuning step's or a server's, as
+    rules/uncertainty.yaml keys the band)."""
     runs = checked_against(group) + checked_against(group, HELD_OUT_CASES)
-    return [run for run in runs if group != "memory" or run["training"] == training]
+    return [run for run in runs if group != "memory" or run["memory_kind"] == memory_kind(workload)]
 
 
 @functools.lru_cache(maxsize=4)
@@ -110,5 +111,6 @@ def _runs_by_group(cases: list[Case]) -> dict[str, list[dict]]:
     for c in cases:
         out.setdefault(c.group, []).append({"id": c.id, "title": c.source.get("title", ""),
                                             "url": c.source.get("url", ""),
-                                            "training": c.intake.get("workload") in TRAINING_WORKLOADS})
+                                            "training": c.intake.get("workload") in TRAINING_WORKLOADS,
+                                            "memory_kind": memory_kind(c.intake.get("workload"))})
     return out

@@ -201,7 +201,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         scaling_note=_scaling_note(m, grid),
-        checked=_checked(m, values), results=results, intake=intake,
+        checked=_checked(m, values, inputs.get("workload")), results=results, intake=intake,
         layout=layout_lines(m, results.plan, results.inputs.get("gpu_count")), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
                                       bool(values.get("is_training")), inputs.get("deadline_days"),
@@ -230,13 +230,13 @@ def _cost_label(m: Messages, values: dict, inputs: dict, path: str = "cost_per_p
     return m(path, days=m.value(days, "days"))
 
 
-def _checked(m: Messages, values: dict) -> list[str]:
+def _checked(m: Messages, values: dict, workload: str | None) -> list[str]:
     """One sentence per kind of estimate: how many published runs its band rests on, and which."""
     from engine.calc.evidence import band_evidence
     kinds = [("training" if values.get("is_training") else "inference"), "memory"]
     out = []
     for kind in kinds:
-        runs = band_evidence(kind, training=bool(values.get("is_training")))
+        runs = band_evidence(kind, workload)
         band = values.get(f"{kind}_band")
         if runs and finite(band):
             # a band is a ratio either way (engine/validation.py): ÷ and × the same factor
