@@ -21,7 +21,9 @@ def test_every_readme_intake_quotes_to_an_answer_that_fits(tmp_path, body):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["results"]["fits_in_memory"], doc["warnings"]
-    assert not [w for w in doc["warnings"] if w["severity"] == "warning"], doc["warnings"]
+    # the one warning it may carry is the memory estimate's likely high (the README says so): a plan that fits
+    # the estimate, filling most of the card
+    assert not [w for w in doc["warnings"] if w["severity"] == "warning" and w["code"] != "may_not_fit"], doc["warnings"]
 
 
 @pytest.mark.parametrize("line", COMMANDS)
