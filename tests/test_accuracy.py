@@ -136,6 +136,12 @@ TWELFTH_HELD_OUT_FIRST_MEASURED = 0.514
 # file — entered and scored once before any rule change at 3eff432's rules: median |error| 23.7%, 0 within 1%, every
 # figure under (-4…-45%; docs/holdout.md, "The thirteenth held-out set"). Kept out of every fit.
 THIRTEENTH_HELD_OUT_FIRST_MEASURED = 0.237
+# The fourteenth (cases H14-*): 19 serving figures of 2026-era AMD mixture-of-experts serving from 2 threads no set
+# cited — SemiAnalysis InferenceX PR #3318 (DeepSeek-R1 FP8 on 8x MI325X, SGLang 0.5.19, 8k/1k, 4-64 streams) and
+# ROCm/aiter PR #1930 (DeepSeek-R1 on 8x MI300X, SGLang, Jan 2026) — entered for fitting (0906065), first measured at
+# e9f79cf's rules: median |error| 58.8%, every token 50-160% slower than measured. A fit on them was tried and rejected
+# (it made H7, H8, H11 and H12 worse); moved to the held-out file, out of every fit (docs/holdout.md, "H14").
+FOURTEENTH_HELD_OUT_FIRST_MEASURED = 0.589
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -232,7 +238,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-")) and c.group == "inference")
                or (c.id.startswith(("H9-", "H10-", "H13-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
     assert not {c.source["url"] for c in unseen} & {c.source["url"] for c in cases}
@@ -250,7 +256,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H12-", 36, TWELFTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H13-", 18, THIRTEENTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H13-", 18, THIRTEENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H14-", 19, FOURTEENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
