@@ -69,3 +69,16 @@ def test_a_published_one_wave_run_is_reproduced(ruleset):
     v = serve(ruleset, **intake)
     assert v["first_wave_passes"] == math.ceil(v["first_wave_requests"] * 501 / 8192)
     assert v["ttft_ms"] == pytest.approx(18251, rel=0.25)
+
+
+def test_a_test_run_ends_with_fewer_requests_in_flight(ruleset):
+    # 100 requests at 32 in flight, every answer the same length: 4 waves (32, 32, 32, 4) deliver 100 answers in the
+    # time of 4 full ones, 100 / 32 / 4 = 0.78125 of the steady rate; 96 requests, 3 full waves: all of it
+    keys = ["output_tokens_per_s", "test_run_full_share", "batch_per_replica", "decode_step_s", "calibration_duty"]
+    run = evaluate({**BASE, "requests_total": 100}, ruleset, only=keys).values
+    whole = evaluate({**BASE, "requests_total": 96}, ruleset, only=keys).values
+    users = evaluate(BASE, ruleset, only=keys).values
+    assert run["batch_per_replica"] >= 32
+    assert run["test_run_full_share"] == pytest.approx(100 / 32 / 4)
+    assert whole["test_run_full_share"] == 1 and users["test_run_full_share"] == 1
+    assert run["output_tokens_per_s"] == pytest.approx(users["output_tokens_per_s"] * 0.78125)
