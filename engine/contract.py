@@ -62,5 +62,5 @@ MEMORY_KINDS = ("pretraining", "fine-tuning", "serving")
 
 
 def memory_kind(workload: str | None) -> str:
-    """The kind of memory estimate a workload's is, as its band is keyed."""
+    """Which kind of memory estimate a workload gets (its band and evidence are keyed by it)."""
     return workload if workload in TRAINING_WORKLOADS else "serving"

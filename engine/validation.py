@@ -316,9 +316,9 @@ def band(table: pd.DataFrame, group: str) -> float:
 
 
 def memory_band(table: pd.DataFrame, cases, kind: str) -> float:
-    """The band of the memory figures of one kind (engine/contract.py, MEMORY_KINDS): a fine-tuning step's adapters,
-    4-bit weights and loss, a pretraining step's activations and a server's weights and KV cache land each their own
-    distance off."""
+    """The band of the memory figures of one kind (engine/contract.py, MEMORY_KINDS): a pretraining step's
+    activations, a fine-tuning step's adapters, 4-bit weights and loss, and a server's weights and KV cache each land
+    their own distance off."""
     ids = {c.id for c in cases if memory_kind(c.intake.get("workload")) == kind}
     return band(table[table["case"].isin(ids)], "memory")
 

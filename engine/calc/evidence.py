@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.calc.rulecache import cached_data
 from engine.calc.yamlfile import line_of, load_yaml_file, plain
-from engine.contract import TRAINING_WORKLOADS, memory_kind
+from engine.contract import memory_kind
 from engine.paths import HELD_OUT_CASES, PUBLISHED_CASES
 from engine.problems import Problem, SizingError
 
@@ -111,6 +111,5 @@ def _runs_by_group(cases: list[Case]) -> dict[str, list[dict]]:
     for c in cases:
         out.setdefault(c.group, []).append({"id": c.id, "title": c.source.get("title", ""),
                                             "url": c.source.get("url", ""),
-                                            "training": c.intake.get("workload") in TRAINING_WORKLOADS,
                                             "memory_kind": memory_kind(c.intake.get("workload"))})
     return out
