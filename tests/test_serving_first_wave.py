@@ -82,3 +82,15 @@ def test_a_test_run_ends_with_fewer_requests_in_flight(ruleset):
     assert run["test_run_full_share"] == pytest.approx(100 / 32 / 4)
     assert whole["test_run_full_share"] == 1 and users["test_run_full_share"] == 1
     assert run["output_tokens_per_s"] == pytest.approx(users["output_tokens_per_s"] * 0.78125)
+
+
+def test_the_median_request_waits_for_the_wave_only_when_the_wave_is_most_of_the_run(ruleset):
+    # 150 requests at 32 in flight: the wave is 32 / 150 = 21% of them, the middle request arrives alone (steady);
+    # 40 requests at 32: 80% are in the wave, the middle one waits for it. The mean weighs the wave by its share
+    keys = ["ttft_median_ms", "ttft_ms", "steady_ttft_s", "first_wave_ttft_s", "first_wave_share"]
+    long = evaluate({**BASE, "requests_total": 150}, ruleset, only=keys).values
+    short = evaluate({**BASE, "requests_total": 40}, ruleset, only=keys).values
+    assert long["ttft_median_ms"] == pytest.approx(long["steady_ttft_s"] * 1000)
+    assert long["ttft_ms"] > long["ttft_median_ms"]
+    assert short["first_wave_share"] == pytest.approx(0.8)
+    assert short["ttft_median_ms"] == pytest.approx(short["first_wave_ttft_s"] * 1000)
