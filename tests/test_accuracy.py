@@ -148,7 +148,9 @@ SAME_SOURCE_OTHER_FIGURES = ("H13-",)
 # TensorRT-LLM v1.0's Blackwell NVFP4 columns (cases I-FP4B-*: B200 and GB200; Llama 3.3 70B, Llama 3.1 405B,
 # Qwen3-30B-A3B; 24 figures), entered in published.yaml before any change and first measured at 013fe02 with the
 # shipped coefficients: median |error| 13.92%, 10 within 10% (out of sample in --cv 12.7%; docs/accuracy.md, fp4b).
-FP4B_FIRST_MEASURED = 0.1392
+# They are fitted on, so they are held to their out-of-sample median: the in-sample one moves with the rounding of
+# the shipped coefficients (14.15% after the fixed time per layer, layer_kernel_floor_ms, while --cv went 11.9% -> 12.1%).
+FP4B_FIRST_MEASURED_OUT_OF_SAMPLE = 0.127
 
 
 # serve12's Gaudi source (Hugging Face's BLOOMZ-on-Gaudi2 blog, cases I-S12-*), entered before the model change
@@ -221,12 +223,19 @@ def test_new_evidence_is_no_worse_than_first_measured(table, cases):
                          [("H-", g, {"inference": 40, "training": 9, "memory": 5}[g], HELD_OUT_FIRST_MEASURED[g])
                           for g in sorted(HELD_OUT_FIRST_MEASURED)]
                          + [("H2-", g, {"inference": 54, "training": 13, "memory": 4}[g], SECOND_HELD_OUT_FIRST_MEASURED[g])
-                            for g in sorted(SECOND_HELD_OUT_FIRST_MEASURED)]
-                         + [("I-FP4B-", "inference", 24, FP4B_FIRST_MEASURED)])
+                            for g in sorted(SECOND_HELD_OUT_FIRST_MEASURED)])
 def test_held_out_figures_are_no_worse_than_first_measured(table, prefix, group, figures, ceiling):
     rows = table[table["case"].str.startswith(prefix) & (table["group"] == group)]
     assert len(rows) >= figures
     assert rows["error"].abs().median() <= ceiling, rows[["case", "error"]]
+
+
+def test_the_blackwell_nvfp4_columns_are_no_worse_out_of_sample_than_first_measured(cv):
+    """TensorRT-LLM's B200/GB200 NVFP4 columns, each estimated with their page left out of the fits."""
+    _, oos = cv_tables(cv)
+    rows = oos[oos["case"].str.startswith("I-FP4B-")]
+    assert len(rows) == 24
+    assert rows["error"].abs().median() <= FP4B_FIRST_MEASURED_OUT_OF_SAMPLE, rows[["case", "error"]]
 
 
 @pytest.mark.parametrize("line", CV_COMMANDS)

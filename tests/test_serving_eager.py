@@ -14,26 +14,27 @@ KEYS = ["decode_step_s", "eager_launch_floor_s", "iteration_fixed_s", "n_layers"
 
 def test_a_small_model_in_eager_mode_runs_at_the_hosts_pace(ruleset):
     # Qwen2.5 1.5B has 28 layers. Eager, the host launches each in 0.2 ms (stack_eager_launch_ms) and the iteration's
-    # fixed time is 0.94 ms + 28 x 0.047 ms = 2.256 ms: no iteration is shorter than 28 x 0.2 + 2.256 = 7.856 ms.
+    # fixed time is 0.47 ms + 28 x (0.023 + 0.047) ms = 2.43 ms (the iteration, each layer's kernels, eager mode's
+    # addition): no iteration is shorter than 28 x 0.2 + 2.43 = 8.03 ms.
     # The GPU's own work is about 3 GB of weights read at 0.8 of 3,350 GB/s, a little over 1 ms: the floor is the step
     eager = evaluate({**BASE, "model": "qwen2.5-1.5b", "cuda_graphs": "off", "concurrency": 1}, ruleset, only=KEYS).values
     graphs = evaluate({**BASE, "model": "qwen2.5-1.5b", "concurrency": 1}, ruleset, only=KEYS).values
     assert eager["n_layers"] == 28 and not eager["cuda_graphs_used"]
-    assert eager["iteration_fixed_s"] == pytest.approx(2.256e-3, rel=1e-3)
-    assert eager["eager_launch_floor_s"] == pytest.approx(7.856e-3, rel=1e-3)
+    assert eager["iteration_fixed_s"] == pytest.approx(2.43e-3, rel=1e-3)
+    assert eager["eager_launch_floor_s"] == pytest.approx(8.03e-3, rel=1e-3)
     assert eager["decode_step_s"] == pytest.approx(eager["eager_launch_floor_s"])
     # with graphs there is no floor, and the step is the GPU's: under 3 ms
     assert graphs["eager_launch_floor_s"] == 0 and graphs["decode_step_s"] < 3e-3
 
 
 def test_a_large_batch_hides_the_launches_behind_the_gpus_work(ruleset):
-    # Llama 3.1 70B at TP 8 with 128 requests: 80 layers x 0.2 ms + 0.94 + 80 x 0.047 = 20.7 ms of launches, under the
+    # Llama 3.1 70B at TP 8 with 128 requests: 80 layers x 0.2 ms + 0.47 + 80 x (0.023 + 0.047) = 22.07 ms of launches, under the
     # GPU's iteration (the weights alone are 141 GB / 8 read at 0.8 of 3,350 GB/s, 6.6 ms, and 128 tokens' multiplies
     # and their KV reads come on top): eager mode costs only its added 0.047 ms a layer, the floor does not bind
     values = {**BASE, "model": "llama-3.1-70b", "gpu_count": 8, "tensor_parallel": 8, "concurrency": 128,
               "cuda_graphs": "off", "prompt_tokens": 2000, "output_tokens": 2000}
     eager = evaluate(values, ruleset, only=KEYS).values
-    assert eager["eager_launch_floor_s"] == pytest.approx(80 * 0.2e-3 + 0.94e-3 + 80 * 0.047e-3, rel=1e-3)
+    assert eager["eager_launch_floor_s"] == pytest.approx(80 * 0.2e-3 + 0.47e-3 + 80 * (0.023e-3 + 0.047e-3), rel=1e-3)
     assert eager["decode_step_s"] > eager["eager_launch_floor_s"]
 
 

@@ -15,11 +15,12 @@ KEYS = ["decode_step_s", "iteration_fixed_s", "moe_fused_layers_ms", "stack_moe_
 def test_vllm_pays_its_kernels_fixed_time_in_every_expert_layer(ruleset):
     # Qwen3-30B-A3B has 48 layers, each a mixture of experts. vLLM's fused kernel takes 0.027 ms a layer besides its
     # weights (vLLM PR #24700's own benchmark: 40.4 us for 1 token on an H100, 14.3 us of it the routed experts'
-    # 37.7 MB): 48 x 0.027 = 1.296 ms an iteration, on top of the iteration's 0.94 ms -> 2.236 ms of fixed time
+    # 37.7 MB): 48 x 0.027 = 1.296 ms an iteration, on top of the iteration's 0.47 ms -> 1.766 ms of fixed time (an
+    # expert layer's kernels are timed whole: no layer_kernel_floor_ms on top)
     vllm = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "vllm"}, ruleset, only=KEYS).values
     assert vllm["is_moe"] and vllm["n_layers"] == 48
     assert vllm["moe_fused_layers_ms"] == pytest.approx(1.296)
-    assert vllm["iteration_fixed_s"] == pytest.approx(2.236e-3, rel=1e-3)
+    assert vllm["iteration_fixed_s"] == pytest.approx(1.766e-3, rel=1e-3)
     # SGLang runs the same Triton kernel; TensorRT-LLM's CUTLASS kernels have no published small-batch timing
     sglang = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "sglang"}, ruleset, only=KEYS).values
     trtllm = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "tensorrt-llm"}, ruleset, only=KEYS).values

@@ -49,7 +49,8 @@ def test_sglang_admission_reserves_a_tenth_of_what_running_answers_may_still_wri
 # Llama 3.1 8B in BF16 on one H100, 64 requests of 1,000 + 100 tokens
 ONLINE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-3.1-8b", "precision": "bf16",
           "gpu": "H100", "gpu_count": 1, "tensor_parallel": 1, "prompt_tokens": 1000, "output_tokens": 100,
-          "concurrency": 64, "bandwidth_share_16bit": 0.8, "iteration_overhead_ms": 0.94}
+          "concurrency": 64, "bandwidth_share_16bit": 0.8, "iteration_overhead_ms": 0.94,
+          "layer_kernel_floor_ms": 0}
 
 
 def test_sglang_runs_new_prompts_as_their_own_pass_which_reads_the_weights_again(ruleset):
