@@ -142,6 +142,12 @@ THIRTEENTH_HELD_OUT_FIRST_MEASURED = 0.237
 # e9f79cf's rules: median |error| 58.8%, every token 50-160% slower than measured. A fit on them was tried and rejected
 # (it made H7, H8, H11 and H12 worse); moved to the held-out file, out of every fit (docs/holdout.md, "H14").
 FOURTEENTH_HELD_OUT_FIRST_MEASURED = 0.589
+# The fifteenth (cases H15-*): 34 small-batch serving figures across tensor-parallel widths from 2 sources no set cited
+# — Argonne's LLM-Inference-Bench (A100, vLLM and TensorRT-LLM, TP 1-4, one request) and FasterTransformer's GPT-20B
+# table (DGX A100, TP 1-8, batch 1-8) — entered for fitting with TGI issue #1315 (8dc1c53, cases TPSB-*), first measured
+# at 26f4028's rules: median |error| 24.7%, 11 within 10%, 17 within 25%, every TP 4 and 8 figure too fast. Fitted on,
+# they left the inference median out of sample at 10.00%; moved here (docs/holdout.md, "H15"). Kept out of every fit.
+FIFTEENTH_HELD_OUT_FIRST_MEASURED = 0.247
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -247,7 +253,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-")) and c.group == "inference")
                or (c.id.startswith(("H9-", "H10-", "H13-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
     assert not {c.source["url"] for c in unseen} & {c.source["url"] for c in cases}
@@ -266,7 +272,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H12-", 36, TWELFTH_HELD_OUT_FIRST_MEASURED),
                                      ("H13-", 18, THIRTEENTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H14-", 19, FOURTEENTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H14-", 19, FOURTEENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H15-", 34, FIFTEENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())

@@ -44,3 +44,30 @@ def test_stacks_that_launch_from_cpp_have_no_floor(ruleset):
                     "serving_engine": "tensorrt-llm"}, ruleset, only=KEYS).values
     assert trt["eager_launch_floor_s"] == 0
     assert trt["decode_step_s"] < 3e-3
+
+
+def test_eager_tgi_over_several_gpus_waits_for_each_all_reduce_call_from_python(ruleset):
+    # CodeLlama 34B has 48 layers. TGI 1.x in eager mode issues each layer's two all-reduces through torch.distributed:
+    # 0.18 ms of host time each (stack_eager_allreduce_ms, from TGI issue #1315). On 4 H100 the floor is
+    # 48 x (0.2 + 2 x 0.18) = 26.88 ms of launches plus the fixed 0.47 + 48 x (0.023 + 0.047) = 3.83 ms -> 30.71 ms
+    # (TGI #1315 measured 31.8 ms a token); on one GPU no all-reduce: 48 x 0.2 + 3.83 = 13.43 ms
+    values = {**BASE, "model": "codellama-34b", "serving_engine": "tgi", "cuda_graphs": "off", "concurrency": 1,
+              "precision": "fp16", "prompt_tokens": 128, "output_tokens": 100}
+    four = evaluate({**values, "gpu_count": 4, "tensor_parallel": 4}, ruleset, only=KEYS + ["stack_eager_allreduce_ms"]).values
+    one = evaluate(values, ruleset, only=KEYS + ["stack_eager_allreduce_ms"]).values
+    assert four["stack_eager_allreduce_ms"] == pytest.approx(0.18)
+    assert four["eager_launch_floor_s"] == pytest.approx(30.71e-3, rel=1e-3)
+    assert one["eager_launch_floor_s"] == pytest.approx(13.43e-3, rel=1e-3)
+
+
+def test_vllms_custom_all_reduce_adds_no_host_time_except_over_pcie_beyond_two_gpus(ruleset):
+    # vLLM's custom all-reduce is one kernel among the layer's (inside an NVLink server); on more than two GPUs without
+    # NVLink vLLM turns it off and calls NCCL from Python, at TGI's 0.18 ms a call
+    values = {**BASE, "model": "llama-3.1-8b", "cuda_graphs": "off", "concurrency": 1, "gpu_count": 4, "tensor_parallel": 4}
+    nvlink = evaluate(values, ruleset, only=KEYS + ["stack_eager_allreduce_ms", "tp_link"]).values
+    pcie = evaluate({**values, "gpu": "L40S"}, ruleset, only=KEYS + ["stack_eager_allreduce_ms", "tp_link"]).values
+    assert nvlink["tp_link"] == "scale-up" and nvlink["stack_eager_allreduce_ms"] == 0
+    assert pcie["tp_link"] == "pcie" and pcie["stack_eager_allreduce_ms"] == pytest.approx(0.18)
+    # with graphs on, nothing is issued from Python
+    graphs = evaluate({**values, "gpu": "L40S", "cuda_graphs": "on"}, ruleset, only=KEYS + ["stack_eager_allreduce_ms"]).values
+    assert graphs["stack_eager_allreduce_ms"] == 0 and graphs["eager_launch_floor_s"] == 0
