@@ -144,7 +144,7 @@ THIRTEENTH_HELD_OUT_FIRST_MEASURED = 0.237
 FOURTEENTH_HELD_OUT_FIRST_MEASURED = 0.589
 # The fifteenth (cases H15-*): 34 small-batch serving figures across tensor-parallel widths from 2 sources no set cited
 # — Argonne's LLM-Inference-Bench (A100, vLLM and TensorRT-LLM, TP 1-4, one request) and FasterTransformer's GPT-20B
-# table (DGX A100, TP 1-8, batch 1-8) — entered for fitting with TGI issue #1315 (8dc1c53, cases TPSB-*), first measured
+# table (DGX A100, TP 1-8, batch 1-8) — entered for fitting with TGI issue #1315 (1e79abf, cases TPSB-*), first measured
 # at 26f4028's rules: median |error| 24.7%, 11 within 10%, 17 within 25%, every TP 4 and 8 figure too fast. Fitted on,
 # they left the inference median out of sample at 10.00%; moved here (docs/holdout.md, "H15"). Kept out of every fit.
 FIFTEENTH_HELD_OUT_FIRST_MEASURED = 0.247
