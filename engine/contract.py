@@ -35,7 +35,7 @@ EXTRA_INPUT_TYPES = {
     "optimize_for": "text", "pipeline_schedule": "text", "training_framework": "text",
     "sequence_parallel": "text", "recompute_policy": "text",
     "max_batch_size": "number", "cuda_graphs": "text", "serving_engine_release": "text",
-    "kv_cache_memory_share": "number",
+    "kv_cache_memory_share": "number", "experts_total": "number", "experts_active": "number",
 }
 
 # Layout fields the planner chooses when an intake leaves them blank (DESIGN.md §4, `plan`).

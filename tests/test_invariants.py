@@ -257,3 +257,23 @@ def test_explain_derives_the_figure_the_quote_shows(intake):
     for key in ("training_time_hours", "memory_per_gpu_gb", "tpot_ms", "output_tokens_per_s", "cost_total"):
         if number(job.results.values.get(key)):
             assert explain(key, results, ruleset).value == pytest.approx(job.results.values[key], rel=1e-9), key
+
+
+@SETTINGS
+@given(total=st.floats(1, 2000), active_share=st.floats(0.001, 0.999), batch=st.sampled_from((1, 2, 8, 64, 1024)))
+def test_a_custom_mixture_of_experts_never_holds_or_reads_more_than_the_model(total, active_share, batch):
+    # A custom model given only its total and active parameters (no expert counts): its experts hold at most the whole
+    # model, what it shares at least nothing, and an iteration reads at least the active parameters a token uses and
+    # at most the model (less the input embedding, which a token looks up rather than reads)
+    from engine.calc.evaluate import evaluate
+    keys = ["expert_params", "dense_params", "params", "active_params", "decode_weight_params", "n_vocab", "d_model"]
+    v = evaluate({"customer": "Invariant Co.", "workload": "online-inference", "model": "custom",
+                  "params_billion": total, "active_params_billion": total * active_share, "layers": 32,
+                  "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "vocab_size": 32000, "gpu": "nvidia-h100-sxm5-80gb", "gpu_count": 8,
+                  "precision": "bf16", "concurrency": batch, "prompt_tokens": 100, "output_tokens": 100},
+                 current_ruleset(), only=keys).values
+    assert v["expert_params"] <= v["params"] * (1 + 1e-9)
+    assert v["dense_params"] >= 0
+    embedding = v["n_vocab"] * v["d_model"]
+    assert v["decode_weight_params"] <= v["params"] - embedding + 1e-3 * v["params"]
+    assert v["decode_weight_params"] >= v["active_params"] - embedding - 1e-3 * v["params"]

@@ -19,6 +19,11 @@ BERT = {"customer": "Test Co.", "workload": "pretraining", "gpu": "V100", "preci
 LLAMA_DECODE = {"customer": "Test Co.", "workload": "online-inference", "model": "llama-2-7b", "gpu": "H100",
                 "gpu_count": 1, "precision": "bf16", "prompt_tokens": 512, "output_tokens": 128, "concurrency": 1}
 
+MINIMAX = {"customer": "Test Co.", "workload": "online-inference", "model": "custom", "params_billion": 228.69,
+           "active_params_billion": 11.03, "layers": 62, "hidden_size": 3072, "attention_heads": 48, "kv_heads": 8,
+           "vocab_size": 200064, "gpu": "MI300X", "gpu_count": 2, "precision": "fp8", "prompt_tokens": 1000,
+           "output_tokens": 1000, "concurrency": 1}
+
 
 def _impossible(results) -> set[str]:
     return {w.code for w in results.warnings if w.code.startswith("impossible_")}
@@ -57,6 +62,11 @@ def _broken(home, file: str, old: str, new: str):
     ("inference.yaml", "formula: (decode_only_step_s + (decode_step_s - decode_only_step_s)",
      "formula: 0.1 * (decode_only_step_s + (decode_step_s - decode_only_step_s)", LLAMA_DECODE,
      "impossible_decode_speed"),
+    # the slip this guard was written after: a custom mixture of experts without expert counts had its experts counted
+    # twice over, 2 x (228.69 - 11.03) = 435.3 B, and a step of 256 requests, which touches every expert, read them
+    # all: nearly twice the model
+    ("model.yaml", "formula: if(is_moe, min((params - active_params) / max(1 - moe_routed_share, 0.01), params), 0)",
+     "formula: if(is_moe, 2 * (params - active_params), 0)", {**MINIMAX, "concurrency": 256}, "impossible_weight_read"),
 ])
 def test_a_rule_slip_past_a_limit_is_warned_in_the_quote_and_fails_rules_test(home_copy, file, old, new,
                                                                               intake, code):

@@ -322,6 +322,12 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
     if ok("active_params_billion", "params_billion") and v["active_params_billion"] > v["params_billion"]:
         add("active_exceeds_total", "active_params_billion", active=show(v["active_params_billion"]),
             total=show(v["params_billion"]))
+    if ok("experts_active", "experts_total") and v["experts_active"] > v["experts_total"]:
+        add("experts_exceed_total", "experts_active", active=show(v["experts_active"]), total=show(v["experts_total"]))
+    if ok("experts_active") and "experts_total" not in v:
+        add("experts_without_total", "experts_active")
+    if given("experts_total") and v.get("model") == "custom" and not given("active_params_billion"):
+        add("experts_need_active", "active_params_billion")
     return out
 
 

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 # The order a sizing is reasoned in — model & precision, memory, compute, bandwidth, scaling,
 # targets: (section, input keys, result keys), each shown where present.
 SECTIONS = (
-    ("model", ("workload", "model", "params_billion", "active_params_billion", "layers",
+    ("model", ("workload", "model", "params_billion", "active_params_billion", "experts_total", "experts_active", "layers",
                "hidden_size", "seq_len", "precision", "weight_precision", "kv_cache_precision",
                "finetune_method", "training_tokens_billion", "dataset_gb", "samples", "epochs",
                "prompt_tokens", "output_tokens", "concurrency"),
