@@ -21,13 +21,15 @@ def test_vllm_pays_its_kernels_fixed_time_in_every_expert_layer(ruleset):
     assert vllm["is_moe"] and vllm["n_layers"] == 48
     assert vllm["moe_fused_layers_ms"] == pytest.approx(1.296)
     assert vllm["iteration_fixed_s"] == pytest.approx(1.766e-3, rel=1e-3)
-    # SGLang runs the same Triton kernel; TensorRT-LLM's CUTLASS kernels have no published small-batch timing
+    # SGLang runs the same Triton kernel. TensorRT-LLM's expert layers take 0.12 ms each, fitted on its published
+    # small-batch runs (validation/published.yaml, BW26): 48 x 0.12 = 5.76 ms, + 0.47 ms = 6.23 ms
     sglang = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "sglang"}, ruleset, only=KEYS).values
     trtllm = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "tensorrt-llm"}, ruleset, only=KEYS).values
     assert sglang["moe_fused_layers_ms"] == pytest.approx(1.296)
-    assert trtllm["moe_fused_layers_ms"] == 0
-    # the step carries it: vLLM's one-token step is longer than TensorRT-LLM's by at least the 1.296 ms
-    assert vllm["decode_step_s"] - trtllm["decode_step_s"] >= 1.296e-3 - 1e-9
+    assert trtllm["moe_fused_layers_ms"] == pytest.approx(5.76)
+    assert trtllm["iteration_fixed_s"] == pytest.approx(6.23e-3, rel=1e-3)
+    # the step carries it: TensorRT-LLM's one-token step is longer than vLLM's, whose weight reads are slower
+    assert trtllm["decode_step_s"] > vllm["decode_step_s"] > vllm["iteration_fixed_s"]
 
 
 def test_a_dense_model_and_an_expert_loop_pay_no_fused_layer_time(ruleset):
