@@ -151,7 +151,7 @@ FIFTEENTH_HELD_OUT_FIRST_MEASURED = 0.247
 # The sixteenth (cases H16-*): 19 small-batch mixture-of-experts serving figures under vLLM and SGLang on NVIDIA from 5
 # sources no set cited — vLLM pull requests #2542, #3240, #3692 and #4002 (Mixtral 8x7B/8x22B and DBRX, Jan-Apr 2024,
 # benchmark_latency at batch 1-16 on H100 and A100) and achatbot's SGLang 0.5 gpt-oss-20b run on one H100 — entered for
-# fitting (43a0c07 on the helper's branch, cases MOE26-*), first measured at d526327's rules: median |error| 16.9%,
+# fitting (on a helper's branch never merged, cases MOE26-*), first measured at d526327's rules: median |error| 16.9%,
 # 3 within 10%, 11 within 25%. Fitted on, they left the inference median out of sample at 10.33%; moved here
 # (docs/holdout.md, "H16"). Kept out of every fit.
 SIXTEENTH_HELD_OUT_FIRST_MEASURED = 0.169
