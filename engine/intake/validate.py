@@ -324,7 +324,7 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
             total=show(v["params_billion"]))
     if ok("experts_active", "experts_total") and v["experts_active"] > v["experts_total"]:
         add("experts_exceed_total", "experts_active", active=show(v["experts_active"]), total=show(v["experts_total"]))
-    if ok("experts_active") and "experts_total" not in v:
+    if ok("experts_active") and not given("experts_total"):
         add("experts_without_total", "experts_active")
     if given("experts_total") and v.get("model") == "custom" and not given("active_params_billion"):
         add("experts_need_active", "active_params_billion")
