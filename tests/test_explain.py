@@ -79,3 +79,12 @@ def test_explain_derives_the_quotes_own_figure(tmp_path, name, key):
     figure = job.quote.figure(key)
     if step.unit == "GB":
         assert f"{job.quote.m.value(figure.value, figure.unit)})" in first, (first, figure.text)
+
+
+@pytest.mark.parametrize("command", [("explain", "{path}", "tpot_ms"), ("sweep", "{path}", "--gpu-count", "2")])
+def test_a_missing_intake_is_said_plainly(tmp_path, command):
+    """A mistyped path is the user's slip, not a worker that "stopped unexpectedly": the quote's own words."""
+    path = tmp_path / "no-such-intake.yaml"
+    code, out = sizing(*(a.format(path=path) for a in command))
+    assert code == 2
+    assert out.strip() == f"{path}: no such file.", out

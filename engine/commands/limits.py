@@ -25,7 +25,10 @@ def sandbox(args) -> Sandbox:
 
 def run_one(args, source: Path, ruleset, function) -> int:
     """A command's whole work on one input, `function(ruleset, args)` → exit status, under the
-    limits; 2 when a limit stopped it."""
+    limits; 2 when a limit stopped it or there is no such file."""
+    if not source.is_file():        # said here, not as a worker that stopped unexpectedly
+        print(f"{source}: no such file.", file=sys.stderr)
+        return 2
     box = sandbox(args)
     try:
         code = run_limited(box, source, ruleset, function, args)
