@@ -88,3 +88,5 @@ def test_a_missing_intake_is_said_plainly(tmp_path, command):
     code, out = sizing(*(a.format(path=path) for a in command))
     assert code == 2
     assert out.strip() == f"{path}: no such file.", out
+    code, out = sizing(*(a.format(path=tmp_path) for a in command))       # a folder where the file goes
+    assert code == 2 and out.strip() == f"{tmp_path}: a folder, not a file: give the intake file inside it.", out

@@ -26,8 +26,7 @@ def sandbox(args) -> Sandbox:
 def run_one(args, source: Path, ruleset, function) -> int:
     """A command's whole work on one input, `function(ruleset, args)` → exit status, under the
     limits; 2 when a limit stopped it or there is no such file."""
-    if not source.is_file():        # said here, not as a worker that stopped unexpectedly
-        print(f"{source}: no such file.", file=sys.stderr)
+    if not_a_file(source):          # said here, not as a worker that stopped unexpectedly
         return 2
     box = sandbox(args)
     try:
@@ -35,6 +34,15 @@ def run_one(args, source: Path, ruleset, function) -> int:
     finally:
         box.close()
     return 2 if code is None else code
+
+
+def not_a_file(source: Path) -> bool:
+    """True, after saying so on stderr, when `source` is no file to read: missing, or a folder."""
+    if source.is_file():
+        return False
+    what = "a folder, not a file: give the intake file inside it" if source.is_dir() else "no such file"
+    print(f"{source}: {what}.", file=sys.stderr)
+    return True
 
 
 def run_limited(box: Sandbox, source: Path, ruleset, function, *args):

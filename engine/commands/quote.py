@@ -75,8 +75,7 @@ def run(args) -> int:
     box = limits.sandbox(args)
     try:
         for source in args.inputs:
-            if not source.is_file():
-                print(f"{source}: no such file.", file=sys.stderr)
+            if limits.not_a_file(source):
                 code = max(code, 2)
                 continue
             # Each input in a process of its own, under the services' limits.
