@@ -41,10 +41,11 @@ def quote(tmp_path, text, *args):
     return json.loads(proc.stdout)
 
 
-def serving_intake(concurrency=64, prompt=1024, output=128, gpu="H100", language="en"):
+def serving_intake(concurrency=64, prompt=1024, output=128, gpu="H100", language="en", **run):
     return (f"customer: PoC\nworkload: online-inference\nmodel: llama-3.1-8b\ngpu: {gpu}\ngpu_count: 1\n"
             f"precision: bf16\nserving_engine: vllm\nprompt_tokens: {prompt}\noutput_tokens: {output}\n"
-            f"concurrency: {concurrency}\ntensor_parallel: 1\nlanguage: {language}\n")
+            f"concurrency: {concurrency}\ntensor_parallel: 1\nlanguage: {language}\n"
+            + "".join(f"{k}: {v}\n" for k, v in run.items()))
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +56,24 @@ def vllm_calibration(tmp_path_factory):
 def test_vllm_result_is_read_as_benchmark_serving_writes_it():
     m = read_result(DATA / "vllm-benchmark-serving.json")
     # the file's output_throughput, mean_tpot_ms and mean_ttft_ms; 655,360 / 640 and 81,920 / 640
-    # tokens per request; max_concurrency 64
+    # tokens per request; max_concurrency 64, no arrival rate ("inf"): a test run of its 640 completed
+    # requests, every one 1,024 tokens in and 128 out (input_lens, output_lens)
     assert m.values == {"output_tokens_per_s": 2899.6, "tpot_ms": 19.3, "ttft_ms": 183.4}
-    assert m.setup == {"prompt_tokens": 1024, "output_tokens": 128, "concurrency": 64}
+    assert m.setup == {"prompt_tokens": 1024, "output_tokens": 128, "concurrency": 64,
+                       "requests_total": 640, "request_lengths": "fixed"}
+
+
+@pytest.mark.parametrize("change, setup", [
+    ({"output_lens": [128, 97, 128, 140]}, {"requests_total": 640, "request_lengths": "varied"}),
+    ({"input_lens": None, "output_lens": None}, {"requests_total": 640}),      # not saved: the intake says
+    ({"request_rate": 8.0}, {}),                    # arrivals at a set rate: no wave, no run length
+])
+def test_a_closed_loop_run_says_its_requests_and_whether_their_lengths_were_fixed(tmp_path, change, setup):
+    doc = json.loads((DATA / "vllm-benchmark-serving.json").read_text())
+    doc.update(change)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    assert read_result(path).setup == {"prompt_tokens": 1024, "output_tokens": 128, "concurrency": 64, **setup}
 
 
 @pytest.mark.parametrize("name, tool, expected", [
@@ -85,13 +101,21 @@ def test_training_logs_give_the_steady_step():
 @pytest.mark.parametrize("result", ["vllm-benchmark-serving.json", "profile_export_genai_perf.json",
                                     "profile_export_aiperf.json"])
 def test_a_calibrated_quote_reproduces_the_measurement(tmp_path, result):
-    measured = read_result(DATA / result).values
+    run = read_result(DATA / result)
+    measured = run.values
     calibration = calibrate(tmp_path, SERVING, DATA / result)
-    plain = quote(tmp_path, serving_intake())["results"]
-    doc = quote(tmp_path, serving_intake(), "--calibration", calibration)
+    # the measured configuration: vLLM's file also says it was a test run of 640 requests of fixed lengths
+    test_run = {k: v for k, v in run.setup.items() if k in ("requests_total", "request_lengths")}
+    plain = quote(tmp_path, serving_intake(**test_run))["results"]
+    doc = quote(tmp_path, serving_intake(**test_run), "--calibration", calibration)
     got = doc["results"]
     for quantity, value in measured.items():
         assert got[quantity] == pytest.approx(value, rel=0.05), quantity
+    if test_run:
+        # users arriving one by one meet no wave of prompts: a first token sooner than the test run's
+        served = quote(tmp_path, serving_intake(), "--calibration", calibration)["results"]
+        assert served["ttft_ms"] < 0.5 * measured["ttft_ms"]
+        assert served["tpot_ms"] == pytest.approx(got["tpot_ms"], rel=0.05)
     # the rules alone are further off than 5% on at least one of them: the calibration did the work
     assert any(abs(plain[q] / v - 1) > 0.05 for q, v in measured.items()), plain
     assert any(w.startswith("Calibrated on your measurement of Llama 3.1 8B, 1 × H100") for w in said(doc))

@@ -94,3 +94,39 @@ def test_the_median_request_waits_for_the_wave_only_when_the_wave_is_most_of_the
     assert long["ttft_ms"] > long["ttft_median_ms"]
     assert short["first_wave_share"] == pytest.approx(0.8)
     assert short["ttft_median_ms"] == pytest.approx(short["first_wave_ttft_s"] * 1000)
+
+
+WAVE_KEYS = KEYS + ["repeat_waves", "repeat_wave_ttft_s", "stack_separate_prefill", "ttft_median_ms"]
+
+
+def test_fixed_lengths_bring_every_later_group_back_at_once(ruleset):
+    # 320 requests at 32 in flight, every one 1,024 tokens in and out (vLLM's random dataset): the wave's 32 prompts
+    # take 4 passes of 8,192 tokens; vLLM folds prompts into running iterations, so the 8 prompts of a pass decode
+    # while the next pass runs and come back as a group of 8, each waiting for its one pass: the wave's prefill over
+    # 4 passes = first_wave_ttft_s x 2 / (4 + 1). The mean: 32/320 in the wave, 288/320 in later groups
+    v = evaluate({**BASE, "requests_total": 320, "request_lengths": "fixed"}, ruleset, only=WAVE_KEYS).values
+    assert v["repeat_waves"] and not v["stack_separate_prefill"] and v["first_wave_passes"] == 4
+    later = max(v["steady_ttft_s"], v["first_wave_ttft_s"] * 2 / 5)
+    assert v["repeat_wave_ttft_s"] == pytest.approx(later)
+    assert later > 2 * v["steady_ttft_s"]            # a pass of 8 prompts, not one prompt: the test can fail
+    assert v["ttft_ms"] == pytest.approx((0.1 * v["first_wave_ttft_s"] + 0.9 * later) * 1000)
+    assert v["ttft_median_ms"] == pytest.approx(later * 1000)
+    # lengths drawn at random: the groups spread out, the later requests arrive one by one
+    varied = evaluate({**BASE, "requests_total": 320}, ruleset, only=WAVE_KEYS).values
+    assert not varied["repeat_waves"]
+    assert varied["ttft_ms"] == pytest.approx((0.1 * varied["first_wave_ttft_s"] + 0.9 * varied["steady_ttft_s"]) * 1000)
+
+
+def test_a_stack_that_prefills_apart_brings_the_whole_wave_back(ruleset):
+    # SGLang runs the wave's 4 passes before any of it decodes: the 32 start decoding together, finish together and
+    # return whole, so every later request waits as a first-wave one did
+    v = evaluate({**BASE, "serving_engine": "sglang", "requests_total": 320, "request_lengths": "fixed"}, ruleset,
+                 only=WAVE_KEYS).values
+    assert v["stack_separate_prefill"] and v["first_wave_passes"] == 4
+    assert v["repeat_wave_ttft_s"] == pytest.approx(max(v["steady_ttft_s"], v["first_wave_ttft_s"]))
+    assert v["ttft_ms"] == pytest.approx(max(v["steady_ttft_s"], v["first_wave_ttft_s"]) * 1000)
+
+
+def test_users_at_a_rate_meet_no_waves_whatever_their_lengths(ruleset):
+    v = evaluate({**BASE, "requests_total": 320, "requests_per_second": 4}, ruleset, only=WAVE_KEYS).values
+    assert not v["repeat_waves"] and v["ttft_ms"] == pytest.approx(v["steady_ttft_s"] * 1000)

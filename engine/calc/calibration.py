@@ -112,7 +112,22 @@ def _vllm(doc: dict, name: str) -> Measurement:
                 setup[intake_key] = max(round(v / completed), 1)
     if doc.get("max_concurrency") is not None:
         setup["concurrency"] = int(_positive(doc, "max_concurrency", name))
+        # A closed-loop run (no arrival rate): its first `concurrency` requests went out at once, and with
+        # every request the same lengths each later group did too; the time to first token holds those waits.
+        if completed and doc.get("request_rate") in (None, "inf", math.inf):
+            setup["requests_total"] = int(completed)
+            if lengths := _lengths(doc):
+                setup["request_lengths"] = lengths
     return Measurement("vLLM benchmark_serving.py", values, setup)
+
+
+def _lengths(doc: dict) -> str | None:
+    """"fixed" when every request had the same prompt and answer lengths, "varied" when not, None when
+    the file does not list them (benchmark_serving.py writes input_lens and output_lens per request)."""
+    lists = [doc.get(key) for key in ("input_lens", "output_lens")]
+    if not all(isinstance(v, list) and len(v) > 1 for v in lists):
+        return None
+    return "fixed" if all(len(set(map(str, v))) == 1 for v in lists) else "varied"
 
 
 def _stat(doc: dict, key: str, name: str, required: bool = False) -> float | None:

@@ -37,7 +37,7 @@ SECTIONS = (
     ("bandwidth", (), ("arithmetic_intensity", "ridge_point", "attainable_tflops_per_gpu", "bound")),
     ("scaling", ("gpus_per_node", "tensor_parallel", "pipeline_parallel", "pipeline_schedule"),
      ("scaling_efficiency", "gpus_for_deadline")),
-    ("targets", ("deadline_days", "ttft_target_ms", "tpot_target_ms", "requests_per_second",
+    ("targets", ("deadline_days", "ttft_target_ms", "tpot_target_ms", "requests_per_second", "request_lengths",
                  "gpu_hour_price"),
      ("ttft_ms", "tpot_ms", "output_tokens_per_s", "meets_latency_targets", "cost_total",
       "cost_per_million_tokens")),
