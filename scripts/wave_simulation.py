@@ -7,16 +7,23 @@ import random
 import statistics
 
 
+BUDGET, FIXED_S, PER_TOKEN_S = 8192, 0.015, 4e-5      # tokens a step; a step's fixed time and time per token
+
+
+def step_s(tokens: int) -> float:
+    """A step of `tokens` tokens."""
+    return FIXED_S + PER_TOKEN_S * tokens
+
+
 def simulate(concurrency: int, prompt: int, output: int, spread: float, separate_prefill: bool,
-             budget: int = 8192, fixed_s: float = 0.015, per_token_s: float = 4e-5, requests: int = 3000,
-             seed: int = 0) -> tuple[float, float]:
+             requests: int = 3000, seed: int = 0) -> tuple[float, float]:
     """(mean time to first token of the first wave, of the requests after it). Each step runs the running
     requests' decode tokens and, up to the token budget, the waiting prompts in order; a step costs
-    fixed_s + per_token_s per token. A scheduler that prefills apart (SGLang) runs a step of prompts alone
+    step_s of its tokens. A scheduler that prefills apart (SGLang) runs a step of prompts alone
     while any wait. Answers are drawn from [(1 - spread) x output, output]; a finished request is replaced
     at once, as a test run with --max-concurrency does."""
     rng = random.Random(seed)
-    clock, waiting, running, ttfts, done = 0.0, [], [], [], 0
+    clock, running, ttfts, done = 0.0, [], [], 0
 
     def arrive(now: float) -> dict:
         length = output if spread == 0 else rng.randint(int(output * (1 - spread)), output)
@@ -25,7 +32,7 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
     waiting = [arrive(0.0) for _ in range(concurrency)]
     while done < requests:
         decoding = [] if separate_prefill and waiting else list(running)
-        room = budget - len(decoding)
+        room = BUDGET - len(decoding)
         chunks = []
         for r in waiting:
             if room <= 0:
@@ -33,7 +40,7 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
             take = min(r["prompt"], room)
             chunks.append((r, take))
             room -= take
-        clock += fixed_s + per_token_s * (budget - room)
+        clock += step_s(BUDGET - room)
         for r in decoding:
             r["made"] += 1
         for r, take in chunks:
@@ -56,9 +63,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--output", type=int, default=1024)
     args = parser.parse_args()
-    one_pass = 0.015 + 4e-5 * 8192
-    alone = 0.015 + 4e-5 * args.prompt
-    print(f"a prompt alone {alone:.3f} s, one full pass {one_pass:.3f} s")
+    print(f"a prompt alone {step_s(args.prompt):.3f} s, one full pass {step_s(BUDGET):.3f} s")
     print("scheduler          in flight  lengths        first wave  later requests")
     for separate in (False, True):
         for c in args.concurrency:

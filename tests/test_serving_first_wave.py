@@ -130,3 +130,27 @@ def test_a_stack_that_prefills_apart_brings_the_whole_wave_back(ruleset):
 def test_users_at_a_rate_meet_no_waves_whatever_their_lengths(ruleset):
     v = evaluate({**BASE, "requests_total": 320, "requests_per_second": 4}, ruleset, only=WAVE_KEYS).values
     assert not v["repeat_waves"] and v["ttft_ms"] == pytest.approx(v["steady_ttft_s"] * 1000)
+
+
+def _simulation():
+    import importlib.util
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("wave_simulation", ROOT / "scripts" / "wave_simulation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_scheduler_simulation_shows_what_repeat_waves_assumes():
+    # scripts/wave_simulation.py, 32 requests of 1,024 + 1,024 tokens, steps of 8,192 tokens (docs/accuracy.md's table):
+    # fixed lengths, a scheduler folding prompts in gets back groups of one pass (near one full step, far above a prompt
+    # alone), one prefilling apart the whole wave; answers drawn from 80-100% of their length dissolve both
+    sim = _simulation()
+    alone, one_pass = sim.step_s(1024), sim.step_s(sim.BUDGET)
+    first, later = sim.simulate(32, 1024, 1024, 0.0, separate_prefill=False)
+    assert 0.75 * one_pass < later < 1.05 * one_pass and later < first / 2
+    first, later = sim.simulate(32, 1024, 1024, 0.0, separate_prefill=True)
+    assert later == pytest.approx(first, rel=0.02)
+    for separate in (False, True):
+        first, later = sim.simulate(32, 1024, 1024, 0.2, separate_prefill=separate)
+        assert later < 1.05 * alone < first
