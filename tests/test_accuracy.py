@@ -170,6 +170,13 @@ EIGHTEENTH_HELD_OUT_FIRST_MEASURED = 0.2233
 # LLaMa over, +8.2%). With them published, memory out of sample was 2.6% against the 1% aim; moved here (docs/holdout.md,
 # "H19").
 NINETEENTH_HELD_OUT_FIRST_MEASURED = 0.0784
+# The twentieth (cases H20-*): 19 mixture-of-experts serving figures at 1-32 requests on NVIDIA from 5 sources no file
+# cited — the LMSYS blog on SGLang 0.5.1 with gpt-oss-120b (B200 TP 4, H100 TP 8), dzhsurf's DeepSeek-V3-AWQ under vLLM
+# 0.7.3 on 8x H100, TensorRT-LLM's gpt-oss blog (8x B200, one request), SGLang PR #7631 (DeepSeek-V3 on 8x H20) and vLLM
+# PR #12637 (DeepSeek-Coder-V2-Lite on one H100) — collected to judge a change to how expert layers are timed, entered
+# as MOE28-* and first measured at baf41dd's rules: median |error| 59.7%, signed -24.8%, 2 within 10% (docs/holdout.md,
+# "H20"). Kept out of every fit.
+TWENTIETH_HELD_OUT_FIRST_MEASURED = 0.5973
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -275,7 +282,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-")) and c.group == "inference")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
     assert not {c.source["url"] for c in unseen} & {c.source["url"] for c in cases}
@@ -299,7 +306,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H16-", 19, SIXTEENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H17-", 13, SEVENTEENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H18-", 19, EIGHTEENTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H19-", 25, NINETEENTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H19-", 25, NINETEENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H20-", 19, TWENTIETH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
