@@ -17,13 +17,14 @@ def serve(ruleset, **intake):
 
 
 def test_vllm_on_mi300x_pays_its_expert_layers_fixed_time_and_slower_expert_multiplies(ruleset):
-    # DeepSeek-V3: 61 layers x 0.4 ms = 24.4 ms of fixed expert-layer time an iteration (NVIDIA: x 0.027 = 1.647 ms).
+    # DeepSeek-V3: 61 layers x 0.38 ms = 23.18 ms of fixed expert-layer time an iteration (fitted as 0.40 with the
+    # layer's other kernels inside, 0.023 ms now counted apart; NVIDIA: x 0.027 = 1.647 ms).
     # Its experts hold 55.3% of a token's compute; the expert multiplies take moe_overhead 0.66 more than the dense
     # rate everywhere and 9.4 more on ROCm: 1 + 0.553 x (0.66 + 9.4) = 6.56, against 1 + 0.553 x 0.66 = 1.365
     amd = serve(ruleset, gpu="MI300X", serving_engine="vllm")
     nvidia = serve(ruleset, gpu="H200", serving_engine="vllm")
     assert amd["n_layers"] == 61 and amd["moe_expert_share"] == pytest.approx(0.5527, abs=1e-4)
-    assert amd["moe_fused_layers_ms"] == pytest.approx(61 * 0.4)
+    assert amd["moe_fused_layers_ms"] == pytest.approx(61 * 0.38)
     assert nvidia["moe_fused_layers_ms"] == pytest.approx(61 * 0.027)
     assert amd["serving_moe_factor"] == pytest.approx(1 + amd["moe_expert_share"] * (0.66 + 9.4))
     assert nvidia["serving_moe_factor"] == pytest.approx(1 + nvidia["moe_expert_share"] * 0.66)
