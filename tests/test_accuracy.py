@@ -414,10 +414,12 @@ def test_serving_bands_are_the_out_of_sample_errors_of_the_nearest_evidence(rule
     assert figures.find(dense + ("a-stack-without-figures", "volta", "16-bit")).value == 0
     # the nearest evidence tells the weight kinds apart: vLLM on Hopper in 16 bits has its own band
     assert table.find(dense + ("vllm", "hopper", "16-bit")) is not table.find(dense + ("vllm", "hopper", "quantized"))
-    # ... and a mixture of experts over several GPUs from a dense model on one: the held-out runs of large
-    # mixtures of experts at tensor parallel 8 (H8, SGLang) landed further off than one-GPU dense runs did
-    assert table.find(("moe", "several-gpus", "sglang", "blackwell", "16-bit")).value > \
-        table.find(dense + ("sglang", "blackwell", "16-bit")).value
+    # ... and a mixture of experts over several GPUs from a dense model on one, each from its own figures: the
+    # held-out runs of large mixtures of experts at tensor parallel 8 (H8, SGLang) landed further off than one-GPU
+    # dense runs did until expert layers paid the dense layers' kernel floor (twenty-second stop); both 35% now
+    moe = ("moe", "several-gpus", "sglang", "blackwell", "16-bit")
+    assert table.find(moe) is not table.find(dense + ("sglang", "blackwell", "16-bit"))
+    assert figures.find(moe).value >= 10
 
 
 def test_bands_built_without_a_held_out_set_cover_most_of_its_figures(out_of_sample, band_keys, held_out):
