@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import zipfile
 from pathlib import Path
 
@@ -15,15 +14,13 @@ from engine.intake.form import current_form
 from engine.intake.template import fill_template, template_path
 from engine.intake.validate import validate
 from engine.paths import LANGUAGES, SAMPLES_DIR
+from support.modules import load_file
 
 TWINS = sorted(SAMPLES_DIR.glob("*.yaml"))
 
 
 def _make_samples():
-    spec = importlib.util.spec_from_file_location("make_samples", SAMPLES_DIR / "make_samples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(SAMPLES_DIR / "make_samples.py")
 
 
 def checked(path: Path):

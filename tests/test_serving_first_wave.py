@@ -133,12 +133,9 @@ def test_users_at_a_rate_meet_no_waves_whatever_their_lengths(ruleset):
 
 
 def _simulation():
-    import importlib.util
+    from support.modules import load_file
     from tests.conftest import ROOT
-    spec = importlib.util.spec_from_file_location("wave_simulation", ROOT / "scripts" / "wave_simulation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / "scripts" / "wave_simulation.py")
 
 
 def test_the_scheduler_simulation_shows_what_repeat_waves_assumes():
