@@ -579,8 +579,10 @@ def test_a_serving_stack_row_is_fitted_and_left_out_with_its_sources(cv):
     on all three, and each of their folds fits it without that source."""
     key = "stack_weight_read[0]"
     assert cv.informed[key] >= {"exllamav2-readme", "premai-benchmarks"}
-    assert key in cv.folds["exllamav2-readme"] and key in cv.folds["premai-benchmarks"]
-    assert cv.folds["exllamav2-readme"][key] != pytest.approx(cv.folds["premai-benchmarks"][key])
+    assert all(key in cv.folds[source] for source in cv.informed[key])
+    # refitted in each fold, not kept at the all-sources value: the folds do not all land on one value (two of them
+    # may meet on the fit's grid, as ExLlamaV2's and premAI's did at 1.516 once the A100's gain was fitted)
+    assert len({round(cv.folds[source][key], 6) for source in cv.informed[key]}) > 1
 
 
 def test_a_row_two_sources_inform_is_refit_on_the_other_when_one_is_left_out(cv):
