@@ -197,7 +197,8 @@ TWENTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.0311
 # The second held-out set a change was let make worse than its first measurement: the A100's gain on a serving
 # iteration's multiplies (serving_gemm_ampere, twenty-third stop; --cv inference over three fit orders 9.71/9.91/10.27%
 # -> 9.56/9.37/9.64%, held-out H3-H20 24.1% -> 23.3%) quotes AccelMark's and vLLM issue #12315's A100 batch runs 1-20
-# points faster, where they were already fast, and one row crosses the median: H21 16.9% -> 17.3%. Applied to prompts
+# points faster where they were already fast (four figures worse by a point or more, two better), and one figure crosses
+# the median: H21 16.9% -> 17.3%. Applied to prompts
 # too, the gain had taken H21 to 19.2% (docs/accuracy.md, twenty-third stop).
 TWENTY_FIRST_HELD_OUT_AFTER_THE_A100_ITERATION_GAIN = 0.1733
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
