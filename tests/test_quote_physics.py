@@ -355,6 +355,54 @@ def test_sweep_keeps_memory_headroom_and_settles_near_ties_toward_fewer_gpus(tmp
     assert int(best["gpu_count"]) < 8
 
 
+SERVING_WITH_A_RATE = """\
+customer: Test
+workload: online-inference
+model: llama-3.1-8b
+precision: bf16
+gpu: H100
+gpu_count: 1
+prompt_tokens: 1000
+output_tokens: 200
+requests_per_second: 2
+"""
+TRAINING_WITH_A_DEADLINE = """\
+customer: Test
+workload: fine-tuning
+finetune_method: full
+model: llama-2-7b
+precision: bf16
+training_tokens_billion: 0.1
+deadline_days: 0.1
+gpu: H100
+gpu_count: 2
+"""
+
+
+@pytest.mark.parametrize("text, applies, not_applied", [
+    (SERVING_WITH_A_RATE, ("meets_latency_targets", "meets_throughput"), ("meets_deadline",)),
+    (TRAINING_WITH_A_DEADLINE, ("meets_deadline",), ("meets_latency_targets", "meets_throughput"))])
+def test_a_sweeps_yes_no_figures_are_blank_where_they_do_not_apply(tmp_path, ruleset, text, applies, not_applied):
+    """A serving job has no deadline and a training job no latency target: the quote leaves those
+    verdicts out, and the sweep's table left them "False" — a serving row that "misses its deadline"."""
+    from engine.cli import main
+    job, _, _ = quote(tmp_path, "job", text, ruleset, formats=("json",))
+    table = tmp_path / "sweep.csv"
+    assert main(["sweep", str(tmp_path / "job.yaml"), "--gpu-count", "1,2", "--csv", str(table)]) == 0
+    rows = {int(r["gpu_count"]): r for r in csv.DictReader(table.open(encoding="utf-8"))}
+    for key in not_applied:
+        assert key not in job.results.values
+        assert [rows[n][key] for n in (1, 2)] == ["", ""], key
+    count = int(job.intake.values["gpu_count"])
+    for key in applies:     # the quote's own count says what the quote says
+        assert rows[count][key] == str(job.results.values[key]), key
+    # 0.1 billion tokens of a 7B model: 6 × 6.74e9 × 1e8 = 4.0e18 FLOPs, about 0.16 days on one H100 as the
+    # planner lays it out, 0.06 on two; a deadline of 0.1 days is missed on one and met on two
+    if "meets_deadline" in applies:
+        assert (rows[1]["meets_deadline"], rows[2]["meets_deadline"]) == ("False", "True")
+        assert "deadline" in rows[1]["misses"] and "deadline" not in rows[2]["misses"]
+
+
 TRT_70B_FULL_CACHE = """\
 customer: Test
 workload: offline-inference

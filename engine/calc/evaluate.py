@@ -89,13 +89,18 @@ def input_values(intake) -> dict:
 
 
 def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], count: int, *,
-                     only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+                     only: Iterable[str] | None = None, unknown_where_not_applied: bool = False
+                     ) -> dict[str, np.ndarray]:
     """Evaluate with some inputs given as equal-length arrays (scenarios); others stay scalars.
 
     Every rule (or, with `only`, just those results and what they read) becomes a column,
     beside the given columns and one `warning.<code>` column per warning rule: a plain
     mapping of name → array of `count` values (pandas wraps it where a table is wanted;
     a quote does without, and so without pandas' import).
+
+    A yes/no rule reads False where its `when:` fails, which the rules that read it need.
+    A table shown to people must not say "no" of what does not apply ("meets the deadline"
+    of a serving job): `unknown_where_not_applied` makes such a column None there instead.
     """
     merged = dict(values)
     types = {**ruleset.input_types, **{r.name: r.type for r in ruleset.rules.values()}}
@@ -120,6 +125,11 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
         if only is None:
             for w in ruleset.warnings:
                 out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
+        if unknown_where_not_applied:
+            for name, rule in ((n, ruleset.rules.get(n)) for n in list(out)):
+                if rule is not None and rule.type == "bool" and rule.when is not None:
+                    applies = np.broadcast_to(np.asarray(_run(rule, rule.when, scope), dtype=bool), count)
+                    out[name] = np.where(applies, np.asarray(out[name], dtype=object), None)
     return out
 
 

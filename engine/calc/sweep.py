@@ -118,9 +118,10 @@ def _figures(base: dict, ruleset, columns: dict, chosen: list[int], wanted: tupl
     """The figures `wanted` of the chosen candidates only: the layouts are ranked by a few results
     (plan_outputs), so the rest — costs, days, energy — are computed for the one layout kept per
     GPU count rather than for every layout weighed (the same values: each scenario's rules read
-    only its own row)."""
+    only its own row). A yes/no figure that does not apply (a serving job's deadline) is blank, not "no"."""
     index = np.asarray(chosen, dtype=np.intp)
-    return evaluate_columns(base, ruleset, {k: v[index] for k, v in columns.items()}, len(index), only=wanted)
+    return evaluate_columns(base, ruleset, {k: v[index] for k, v in columns.items()}, len(index), only=wanted,
+                            unknown_where_not_applied=True)
 
 
 def _candidates(base: dict, ruleset, counts: list[int], given: dict, workload: str):
