@@ -82,6 +82,9 @@ WRONG_ENTRIES = [
     ("a TensorRT-LLM release under vLLM", {"workload": "online-inference", "prompt_tokens": 100,
                                            "output_tokens": 200, "serving_engine": "vllm"},
      {"serving_engine_release": "TensorRT-LLM v0.5.0"}, "release_stack", "serving_engine_release"),
+    ("a llama.cpp release under vLLM", {"workload": "online-inference", "prompt_tokens": 100,
+                                        "output_tokens": 200, "serving_engine": "vllm"},
+     {"serving_engine_release": "llama.cpp 2024"}, "release_stack", "serving_engine_release"),
 ]
 
 

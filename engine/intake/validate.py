@@ -22,6 +22,8 @@ from engine.problems import Problem
 
 INFERENCE = ("online-inference", "offline-inference")
 EMAIL = r"[^@\s]+@[^@\s]+\.[^@\s]+"
+# a stack that runs another's build: llama-cpp-python compiles the llama.cpp it bundles, so a llama.cpp release names it too
+BUNDLED_STACK = {"llama-cpp-python": "llama.cpp"}
 
 # cerberus error → our stable problem code (coercion failures depend on the field type).
 CODES = {cerr.REQUIRED_FIELD.code: "required", cerr.UNKNOWN_FIELD.code: "unknown_key",
@@ -308,7 +310,7 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
     if ok("serving_engine_release"):          # a release names its stack: tensorrt-llm-0.5 is TensorRT-LLM's
         stack = next((c.id for c in form.choices["serving_engine"]
                       if v["serving_engine_release"].startswith(c.id + "-")), None)
-        if stack and v.get("serving_engine") != stack:
+        if stack and BUNDLED_STACK.get(v.get("serving_engine"), v.get("serving_engine")) != stack:
             add("release_stack", "serving_engine_release",
                 release=form.choice_label("serving_engine_release", v["serving_engine_release"], lang),
                 stack=form.choice_label("serving_engine", stack, lang))
