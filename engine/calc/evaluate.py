@@ -126,7 +126,8 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
             for w in ruleset.warnings:
                 out[f"warning.{w.code}"] = np.broadcast_to(np.asarray(_run(w, w.when, scope), dtype=bool), count)
         if unknown_where_not_applied:
-            for name, rule in ((n, ruleset.rules.get(n)) for n in list(out)):
+            for name in list(out):
+                rule = ruleset.rules.get(name)
                 if rule is not None and rule.type == "bool" and rule.when is not None:
                     applies = np.broadcast_to(np.asarray(_run(rule, rule.when, scope), dtype=bool), count)
                     out[name] = np.where(applies, np.asarray(out[name], dtype=object), None)
