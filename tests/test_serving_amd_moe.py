@@ -17,20 +17,24 @@ def serve(ruleset, **intake):
 
 
 def test_vllm_on_mi300x_pays_its_expert_layers_fixed_time_and_slower_expert_multiplies(ruleset):
-    # DeepSeek-V3: 61 layers x 0.38 ms = 23.18 ms of fixed expert-layer time an iteration (fitted as 0.40 with the
-    # layer's other kernels inside, 0.023 ms now counted apart; NVIDIA: x 0.027 = 1.647 ms).
+    # DeepSeek-V3: 61 layers x 0.055 ms = 3.355 ms of fixed expert-layer time an iteration with a current build
+    # (fitted on AMD34, serving.yaml), 61 x 0.38 = 23.18 ms with an early-2025 one (NVIDIA: x 0.027 = 1.647 ms).
     # Its experts hold 55.3% of a token's compute; the expert multiplies take moe_overhead 0.66 more than the dense
-    # rate everywhere and 9.4 more on ROCm: 1 + 0.553 x (0.66 + 9.4) = 6.56, against 1 + 0.553 x 0.66 = 1.365
+    # rate everywhere, and on ROCm 2.0 more (8.1 in early-2025 builds): 1 + 0.553 x (0.66 + 2.0) = 2.47, against
+    # 1 + 0.553 x 0.66 = 1.365 on NVIDIA
     amd = serve(ruleset, gpu="MI300X", serving_engine="vllm")
+    early = serve(ruleset, gpu="MI300X", serving_engine="vllm", serving_engine_release="vllm-0.7-or-earlier")
     nvidia = serve(ruleset, gpu="H200", serving_engine="vllm")
     assert amd["n_layers"] == 61 and amd["moe_expert_share"] == pytest.approx(0.5527, abs=1e-4)
-    assert amd["moe_fused_layers_ms"] == pytest.approx(61 * 0.38)
+    assert amd["moe_fused_layers_ms"] == pytest.approx(61 * 0.055)
+    assert early["moe_fused_layers_ms"] == pytest.approx(61 * 0.38)
     assert nvidia["moe_fused_layers_ms"] == pytest.approx(61 * 0.027)
-    assert amd["serving_moe_factor"] == pytest.approx(1 + amd["moe_expert_share"] * (0.66 + 9.4))
+    assert amd["serving_moe_factor"] == pytest.approx(1 + amd["moe_expert_share"] * (0.66 + 2.0))
+    assert early["serving_moe_factor"] == pytest.approx(1 + amd["moe_expert_share"] * (0.66 + 8.1))
     assert nvidia["serving_moe_factor"] == pytest.approx(1 + nvidia["moe_expert_share"] * 0.66)
     # SGLang runs the same Triton kernels on ROCm; TensorRT-LLM does not run on AMD, LMDeploy's kernels have no
     # published AMD timing: the dense rate's 0 extra
-    assert serve(ruleset, gpu="MI300X", serving_engine="sglang")["stack_moe_gemm"] == 9.4
+    assert serve(ruleset, gpu="MI300X", serving_engine="sglang")["stack_moe_gemm"] == 2.0
     assert serve(ruleset, gpu="MI300X", serving_engine="lmdeploy")["stack_moe_gemm"] == 0
 
 
