@@ -25,6 +25,16 @@ def catalogs():
     return load_catalogs()
 
 
+def serving_release_intake(folder: Path, engine: str, release: str, gpu: str, extra: str = ""):
+    """A one-GPU serving intake naming a stack and a release, read from a YAML file as the CLI reads it."""
+    from engine.intake.read import read
+    source = folder / "intake.yaml"
+    source.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-2-7b\n"
+                      f"gpu: {gpu}\ngpu_count: 1\nprecision: fp16\n{extra}prompt_tokens: 100\noutput_tokens: 200\n"
+                      f"serving_engine: {engine}\nserving_engine_release: {release}\n", encoding="utf-8")
+    return read(source)
+
+
 @functools.lru_cache(maxsize=8)
 def _blank_bytes(lang: str) -> bytes:
     import tempfile

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.calc.evaluate import evaluate
-from engine.intake.read import read
 from engine.intake.validate import validate
-from tests.test_intake_kit import catalogs
+from tests.test_intake_kit import catalogs, serving_release_intake
 
 # gpt-oss-120b (36 layers, every one a mixture of experts) on eight MI300X at TP 8, one request
 GPT_OSS_ON_MI300X = {"customer": "Test Co.", "workload": "online-inference", "model": "gpt-oss-120b", "gpu": "MI300X",
@@ -55,9 +54,5 @@ def test_nvidia_quotes_do_not_depend_on_the_release(ruleset):
                                                        ("sglang", "vllm 0.7.3", ["release_stack"]),
                                                        ("tensorrt-llm", "sglang 0.4.3", ["release_stack"])])
 def test_a_release_belongs_to_its_stack(tmp_path, engine, release, problems):
-    source = tmp_path / "intake.yaml"
-    source.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-2-7b\ngpu: MI300X\n"
-                      "gpu_count: 1\nprecision: fp16\nprompt_tokens: 100\noutput_tokens: 200\n"
-                      f"serving_engine: {engine}\nserving_engine_release: {release}\n", encoding="utf-8")
-    intake = read(source)
+    intake = serving_release_intake(tmp_path, engine, release, "MI300X")
     assert [p.code for p in validate(intake, catalogs())] == problems

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.calc.evaluate import evaluate
-from engine.intake.read import read
 from engine.intake.validate import validate
-from tests.test_intake_kit import catalogs
+from tests.test_intake_kit import catalogs, serving_release_intake
 
 # Llama 3 8B in GGUF Q4_0, one sequence on an RTX 4090 (llama-bench's tg128). The reference bandwidth shares are
 # given so the arithmetic is by hand.
@@ -48,11 +47,7 @@ def test_other_stacks_ignore_a_llama_cpp_release(ruleset):
 @pytest.mark.parametrize("engine, problems", [("llama-cpp-python", []), ("llama.cpp", []),
                                               ("exllamav2", ["release_stack"])])
 def test_the_python_bindings_take_the_release_of_the_llama_cpp_they_bundle(tmp_path, engine, problems):
-    source = tmp_path / "intake.yaml"
-    source.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-2-7b\ngpu: A100-80GB\n"
-                      "gpu_count: 1\nprecision: fp16\nweight_precision: q4_0\nprompt_tokens: 100\noutput_tokens: 200\n"
-                      f"serving_engine: {engine}\nserving_engine_release: llama.cpp 2024\n", encoding="utf-8")
-    intake = read(source)
+    intake = serving_release_intake(tmp_path, engine, "llama.cpp 2024", "A100-80GB", "weight_precision: q4_0\n")
     assert [p.code for p in validate(intake, catalogs())] == problems
     if not problems:
         assert intake.values["serving_engine_release"] == "llama.cpp-2024-or-earlier"
