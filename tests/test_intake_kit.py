@@ -12,6 +12,7 @@ from pathlib import Path
 from openpyxl import load_workbook
 
 from engine.calc.catalogs import load_catalogs
+from engine.intake.read import read
 from engine.intake.template import write_template
 from engine.intake.workbook import named_cells
 
@@ -27,7 +28,6 @@ def catalogs():
 
 def serving_release_intake(folder: Path, engine: str, release: str, gpu: str, extra: str = ""):
     """A one-GPU serving intake naming a stack and a release, read from a YAML file as the CLI reads it."""
-    from engine.intake.read import read
     source = folder / "intake.yaml"
     source.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-2-7b\n"
                       f"gpu: {gpu}\ngpu_count: 1\nprecision: fp16\n{extra}prompt_tokens: 100\noutput_tokens: 200\n"
@@ -166,7 +166,6 @@ def with_cached_formula(path: Path, out: Path, formula: str, cached: str | None)
 
 
 def test_kit_builds_a_valid_workbook(tmp_path):
-    from engine.intake.read import read
     from engine.intake.validate import validate
     intake = read(filled(tmp_path, BASE))
     assert validate(intake, catalogs()) == []
