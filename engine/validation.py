@@ -11,7 +11,7 @@ import pandas as pd
 
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case
-from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, informed_by,
+from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, fit_folds, informed_by,
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
 from engine.calc.rulecache import cached_value
@@ -131,22 +131,30 @@ def _cross_validate(cases: list[Case], ruleset, coefficients: list[Coefficient],
         fitted.update({c.rule: v for c, v in zip(usable, _values(chosen, usable))})
         in_sample = estimates(rows, ruleset, _constant(shipped, len(rows)))
         out = np.full(len(rows), np.nan)
-        sources = np.array(rows.source)
-        for source in sorted(set(rows.source)):
-            held = sources == source
-            # every coefficient the held-out source moved is refit without it, even on one source left:
-            # kept at its all-sources value, a coefficient two sources inform would score one of them
-            # with a value chosen on it (MIN_SOURCES decides what is shipped fitted, not what a fold keeps)
-            fold = [c for c in usable if informed[c.rule] - {source}]
-            chosen = fit(rows.subset(~held), ruleset, fold, fitted if converge else shipped, converge)
+        names, plan = leave_one_source_out(rows, usable, informed)
+        if converge:
+            fits = [fit(rows.subset(keep), ruleset, fold, fitted, True) for keep, fold in plan]
+        else:           # all folds in step: the same values as one fit each, in a fraction of the time
+            fits = fit_folds(rows, ruleset, usable, shipped, plan)
+        for source, (keep, fold), chosen in zip(names, plan, fits):
             folds.setdefault(source, {}).update({c.rule: chosen[c.rule] for c in fold})
-            test = rows.subset(held)
-            out[held] = estimates(test, ruleset, _constant(chosen, len(test)))
+            test = rows.subset(~keep)
+            out[~keep] = estimates(test, ruleset, _constant(chosen, len(test)))
         frames.append(pd.DataFrame({"case": rows.case, "group": group, "quantity": rows.quantity,
                                     "source": rows.source, "measured": rows.measured,
                                     "in_sample": in_sample, "out_of_sample": out}))
     table = pd.concat(frames, ignore_index=True)
     return CrossValidation(table, fitted, shipped, informed, folds)
+
+
+def leave_one_source_out(rows: Rows, usable: list[Coefficient], informed: dict[str, set[str]]
+                         ) -> tuple[list[str], list[tuple[np.ndarray, list[Coefficient]]]]:
+    """The folds: per source, the rows kept without it and the coefficients refit. Every coefficient the
+    left-out source moved is refit without it, even on one source left: kept at its all-sources value, a
+    coefficient two sources inform would score one of them with a value chosen on it (MIN_SOURCES decides
+    what is shipped fitted, not what a fold keeps)."""
+    names, sources = sorted(set(rows.source)), np.array(rows.source)
+    return names, [(sources != name, [c for c in usable if informed[c.rule] - {name}]) for name in names]
 
 
 def _values(chosen: dict[str, float], coefficients: list[Coefficient]) -> list[float]:

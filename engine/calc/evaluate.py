@@ -26,7 +26,7 @@ def evaluate(intake, ruleset, *, only: Iterable[str] | None = None, layout: dict
     given = input_values(intake)
     values = {**given, **(layout or {})}
     scope, pinned = _scope(values, ruleset)
-    wanted = _ancestors(ruleset, only) if only is not None else None
+    wanted = rules_read(ruleset, only) if only is not None else None
     reads: list = []
     recording = READS.set(reads)       # the catalog fields and table rows each formula looks up
     try:
@@ -108,7 +108,7 @@ def evaluate_columns(values: dict, ruleset, columns: dict[str, np.ndarray], coun
         merged[key] = _coerce_array(column, types.get(key, "number"))
     scope, pinned = _scope(merged, ruleset)
     pinned |= set(columns) & set(ruleset.rules)
-    wanted = _ancestors(ruleset, only) if only is not None else None
+    wanted = rules_read(ruleset, only) if only is not None else None
     with np.errstate(all="ignore"):
         for rule in ruleset.rules.values():
             if wanted is not None and rule.name not in wanted:
@@ -157,7 +157,7 @@ def evaluate_families(values: dict, ruleset, columns: dict[str, np.ndarray], cou
         varied[key] = merged[key] = _coerce_array(column, types.get(key, "number"))
     pinned |= set(inner) & set(ruleset.rules)
     varies = set(inner)
-    wanted = _ancestors(ruleset, only)
+    wanted = rules_read(ruleset, only)
     with np.errstate(all="ignore"):
         for rule in ruleset.rules.values():
             if rule.name not in wanted or rule.name in inner:
@@ -285,7 +285,7 @@ def _native(value: Any) -> Any:
 _ANCESTORS: dict[tuple[int, frozenset], tuple[Any, frozenset]] = {}
 
 
-def _ancestors(ruleset, names: Iterable[str]) -> frozenset[str]:
+def rules_read(ruleset, names: Iterable[str]) -> frozenset[str]:
     """The rules `names` need, themselves included; cached, since the planner asks for the same few sets often."""
     key = (id(ruleset), frozenset(names))
     hit = _ANCESTORS.get(key)

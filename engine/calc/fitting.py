@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.calc.evaluate import evaluate_columns
+from engine.calc.evaluate import evaluate_columns, rules_read
 from engine.calc.formula import Formula
 from engine.calc.yamlfile import line_of, load_yaml_file
 from engine.paths import HOME
@@ -56,6 +56,7 @@ class Rows:
     case: list[str]
     columns: dict[str, np.ndarray] | None = None     # `values` stacked, one array per key
     rows_used: dict[str, np.ndarray] = field(default_factory=dict)   # table → the row each figure reads
+    parts: dict[str, tuple] = field(default_factory=dict)   # coefficient → (moved, its rows, the others)
 
     def __post_init__(self):
         if self.columns is None:
@@ -231,20 +232,29 @@ def _losses(rows: Rows, ruleset, points: list[dict[str, float]], smooth: float =
     """The mean capped |log error| of the rows at each point (coefficient values), in one array pass;
     with `smooth` (δ) each error is rounded off below δ (pseudo-Huber: sqrt(e² + δ²) − δ, |e| − δ beyond);
     plus each of `coefficients`' pull toward its prior (_pull)."""
-    n, k = len(rows), len(points)
-    columns = {key: np.repeat([p[key] for p in points], n) for key in points[0]}
-    est = estimates(rows, ruleset, columns, repeat=k).reshape(k, n)
-    error = np.minimum(log_errors(est, np.tile(rows.measured, (k, 1))), OUTLIER)
+    est = _estimates_at(rows, ruleset, points)
+    return _loss_of(est, rows.measured, smooth) + _pull(len(rows), coefficients, points)
+
+
+def _loss_of(est: np.ndarray, measured: np.ndarray, smooth: float) -> np.ndarray:
+    """Per line of estimates, the mean capped |log error| against what was measured."""
+    error = np.minimum(log_errors(est, np.tile(measured, (len(est), 1))), OUTLIER)
     loss = (np.sqrt(error * error + smooth * smooth) - smooth if smooth else error).mean(axis=1)
-    loss = loss + _pull(rows, coefficients, points)
     return np.where(np.isnan(loss), np.inf, loss)
 
 
-def _pull(rows: Rows, coefficients: list[Coefficient], points: list[dict[str, float]]) -> np.ndarray:
+def _estimates_at(rows: Rows, ruleset, points: list[dict[str, float]]) -> np.ndarray:
+    """The rows' estimates at each point, one line per point."""
+    n, k = len(rows), len(points)
+    columns = {key: np.repeat([p[key] for p in points], n) for key in points[0]}
+    return estimates(rows, ruleset, columns, repeat=k).reshape(k, n)
+
+
+def _pull(count: int, coefficients: list[Coefficient], points: list[dict[str, float]]) -> np.ndarray:
     """Each point's distance from the coefficients' priors, |log(value / prior)|, weighed as
-    PRIOR_FIGURES figures among the rows: a coefficient few figures move stays near its prior,
+    PRIOR_FIGURES figures among the `count` rows: a coefficient few figures move stays near its prior,
     one many figures move goes where they say."""
-    weight = PRIOR_FIGURES / max(len(rows), 1)
+    weight = PRIOR_FIGURES / max(count, 1)
     pulled = [c for c in coefficients if c.prior]
     return np.array([weight * sum(abs(math.log(max(p[c.rule], 1e-9) / c.prior)) for c in pulled if c.rule in p)
                      for p in points])
@@ -307,6 +317,70 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
         if before_loss - best_loss < TOLERANCE:
             break
     return current
+
+
+def fit_folds(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, float],
+              folds: list[tuple[np.ndarray, list[Coefficient]]]) -> list[dict[str, float]]:
+    """`fit` (its ROUNDS passes, not converged) of many folds at once: fold i on the rows its mask keeps,
+    over its own coefficients, from `start`. The values are those of one fit per fold, but each line of
+    every fold is one array pass, and only over the rows the line's coefficient can move: a
+    leave-one-source-out's sixty fits cost about what a few did (an evaluation's cost is mostly per pass)."""
+    currents = [dict(start) for _ in folds]
+    names = [{c.rule for c in mine} for _, mine in folds]
+    live = [i for i, (keep, mine) in enumerate(folds) if keep.any() and mine]
+    for _ in range(ROUNDS):
+        for c in coefficients:
+            who = [i for i in live if c.rule in names[i]]
+            grid = np.linspace(c.low, c.high, GRID_POINTS)
+            coarse = _fold_lines(rows, ruleset, c.rule, [(currents[i], grid, folds[i]) for i in who])
+            step = (c.high - c.low) / (GRID_POINTS - 1)
+            refine = [(i, np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high))
+                      for i, (value, loss) in zip(who, coarse) if math.isfinite(loss)]
+            fine = _fold_lines(rows, ruleset, c.rule, [(currents[i], values, folds[i]) for i, values in refine])
+            for (i, _), (value, _) in zip(refine, fine):
+                currents[i][c.rule] = value
+    return currents
+
+
+FOLD_LINE_CELLS = 200_000    # rows × points evaluated in one pass, at most (a pass's arrays stay a few MB)
+
+
+def _fold_lines(rows: Rows, ruleset, key: str, lines: list) -> list[tuple[float, float]]:
+    """Each fold's `_line`: (its current values, the values of `key` to try, (its rows' mask, its
+    coefficients)) → the best value and its loss. The rows `key` cannot move are estimated once per fold."""
+    moved, changing, fixed = _parts(rows, ruleset, key)
+    per_line = max(len(changing), 1) * GRID_POINTS
+    out = []
+    for first in range(0, len(lines), max(1, FOLD_LINE_CELLS // per_line)):
+        batch = lines[first:first + max(1, FOLD_LINE_CELLS // per_line)]
+        points = [[{**current, key: float(v)} for v in values] for current, values, _ in batch]
+        flat = [p for line in points for p in line]
+        varying = _estimates_at(changing, ruleset, flat) if len(changing) else None
+        steady = _estimates_at(fixed, ruleset, [current for current, _, _ in batch]) if fixed is not None else None
+        for j, ((_, values, (keep, mine)), line) in enumerate(zip(batch, points)):
+            est = np.empty((len(values), len(rows)))
+            if steady is not None:
+                est[:, ~moved] = steady[j]
+            if varying is not None:
+                est[:, moved] = varying[j * len(values):(j + 1) * len(values)]
+            loss = _loss_of(est[:, keep], rows.measured[keep], 0.0) + _pull(int(keep.sum()), mine, line)
+            best = int(np.argmin(loss))
+            out.append((float(values[best]), float(loss[best])))
+    return out
+
+
+def _parts(rows: Rows, ruleset, key: str) -> tuple[np.ndarray, Rows, Rows | None]:
+    """The rows a coefficient can move (their quantity reads its rule and, for a table row, they read
+    that row), those rows, and the others (None when it can move them all)."""
+    if key not in rows.parts:
+        m = CELL.match(key)
+        rule = _reader(ruleset, m.group(1)) if m else key
+        reads = {q: rule in rules_read(ruleset, [q]) for q in set(rows.quantity)}
+        moved = np.array([reads[q] for q in rows.quantity], dtype=bool)
+        if m:
+            moved &= _rows_used(rows, ruleset, m.group(1)) == int(m.group(2))
+        rows.parts[key] = (moved, rows.subset(moved), rows.subset(~moved) if not moved.all() else None)
+    return rows.parts[key]
 
 
 def informed_by(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, float]) -> dict[str, set[str]]:
