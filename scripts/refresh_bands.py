@@ -132,10 +132,10 @@ def _replace_rows(text: str, table: str, rows: str) -> str:
 
 
 def _training_and_memory(text: str, oos, cases, held_out, ruleset) -> str:
-    # training: the published runs' cross-validated errors (no held-out run is a training run); memory: those and
-    # the held-out memory figures, training runs' and serving's apart
+    # training: the published runs' cross-validated errors and the held-out training runs' (H29 on); memory: those
+    # and the held-out memory figures, training runs' and serving's apart
     family = {c.id: evaluate({"gpu": c.intake.get("gpu")}, ruleset, only=["fitted_gpu_family"])
-              .values["fitted_gpu_family"] for c in cases}
+              .values["fitted_gpu_family"] for c in cases + held_out}
     rows = oos[oos["group"] == "training"]
     fitted = rows["case"].map(family).astype(bool)
     trained = band(rows[fitted], "training")
