@@ -57,8 +57,8 @@ def test_a_warning_holds_an_edit_until_it_is_acknowledged(home_copy, cache):
 
 
 def test_a_failing_example_holds_the_edit(home_copy, cache):
-    # the example's hand-derived 15.83 days (19 ÷ 1.2) made wrong on purpose
-    slip(home_copy, "rules/uncertainty.yaml", "training_time_days_low: 15.8333333", "training_time_days_low: 14.2")
+    # the example's hand-derived 15.2 days (19 ÷ 1.25) made wrong on purpose
+    slip(home_copy, "rules/uncertainty.yaml", "training_time_days_low: 15.2", "training_time_days_low: 14.2")
     verdict = gate.judge(gate.facts_of(home_copy / "rules", home_copy / "catalogs"), None)
     assert not verdict.ok and not verdict.facts.errors
     assert any("expected training_time_days_low = 14.2" in x for x in verdict.facts.examples), verdict.reasons()
