@@ -27,20 +27,17 @@ def setting():
     _, plan = leave_one_source_out(rows, usable, informed)
     plan.append((np.zeros(len(rows), dtype=bool), usable))       # a fold with no rows left keeps its start
     plan.append((plan[0][0], []))                                # and one with nothing to fit
-    return ruleset, rows, usable, shipped, plan
+    one_fit_each = [fit(rows.subset(keep), ruleset, fold, shipped) for keep, fold in plan]
+    return ruleset, rows, usable, shipped, plan, one_fit_each
 
 
-def _one_fit_each(ruleset, rows, shipped, plan):
-    return [fit(rows.subset(keep), ruleset, fold, shipped) for keep, fold in plan]
-
-
-@pytest.mark.parametrize("cells", [fitting.FOLD_LINE_CELLS, 500])
+@pytest.mark.parametrize("cells", [fitting.FOLD_LINE_CELLS, 2000])
 def test_folds_fitted_in_step_choose_what_one_fit_each_chooses(setting, cells, monkeypatch):
-    # 500 cells: every line is split into passes of a few folds, which must not matter either
-    ruleset, rows, usable, shipped, plan = setting
+    # 2,000 cells: a line over many figures is split into passes of a fold or a few, which must not matter either
+    ruleset, rows, usable, shipped, plan, one_fit_each = setting
     monkeypatch.setattr(fitting, "FOLD_LINE_CELLS", cells)
     in_step = fit_folds(rows, ruleset, usable, shipped, plan)
-    assert in_step == _one_fit_each(ruleset, rows, shipped, plan)
+    assert in_step == one_fit_each
     # the test means something: the fits moved, and some line split its rows into moved and not
     assert any(f[c.rule] != shipped[c.rule] for f in in_step for c in usable)
     assert any(fitting._parts(rows, ruleset, c.rule)[2] is not None for c in usable)
