@@ -295,12 +295,10 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
     for _ in range(MAX_ROUNDS if converge else ROUNDS):
         before, before_loss = dict(current), best_loss
         for c in coefficients:
-            grid = np.linspace(c.low, c.high, GRID_POINTS)
-            value, loss = _line(rows, ruleset, current, c.rule, grid, smooth, coefficients)
+            value, loss = _line(rows, ruleset, current, c.rule, _whole_range(c), smooth, coefficients)
             if not math.isfinite(loss):
                 continue
-            step = (c.high - c.low) / (GRID_POINTS - 1)
-            fine = np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high)
+            fine = _around(c, value)
             if converge:          # never a worse value than the one held
                 fine = np.append(fine, current[c.rule])
             current[c.rule], loss = _line(rows, ruleset, current, c.rule, fine, smooth, coefficients)
@@ -319,6 +317,17 @@ def fit(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, f
     return current
 
 
+def _whole_range(c: Coefficient) -> np.ndarray:
+    """A pass's first grid for one coefficient: GRID_POINTS values over its whole range."""
+    return np.linspace(c.low, c.high, GRID_POINTS)
+
+
+def _around(c: Coefficient, value: float) -> np.ndarray:
+    """The refining grid: GRID_POINTS values one coarse step either side of the best, kept in range."""
+    step = (c.high - c.low) / (GRID_POINTS - 1)
+    return np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high)
+
+
 def fit_folds(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[str, float],
               folds: list[tuple[np.ndarray, list[Coefficient]]]) -> list[dict[str, float]]:
     """`fit` (its ROUNDS passes, not converged) of many folds at once: fold i on the rows its mask keeps,
@@ -331,11 +340,8 @@ def fit_folds(rows: Rows, ruleset, coefficients: list[Coefficient], start: dict[
     for _ in range(ROUNDS):
         for c in coefficients:
             who = [i for i in live if c.rule in names[i]]
-            grid = np.linspace(c.low, c.high, GRID_POINTS)
-            coarse = _fold_lines(rows, ruleset, c.rule, [(currents[i], grid, folds[i]) for i in who])
-            step = (c.high - c.low) / (GRID_POINTS - 1)
-            refine = [(i, np.clip(np.linspace(value - step, value + step, GRID_POINTS), c.low, c.high))
-                      for i, (value, loss) in zip(who, coarse) if math.isfinite(loss)]
+            coarse = _fold_lines(rows, ruleset, c.rule, [(currents[i], _whole_range(c), folds[i]) for i in who])
+            refine = [(i, _around(c, value)) for i, (value, loss) in zip(who, coarse) if math.isfinite(loss)]
             fine = _fold_lines(rows, ruleset, c.rule, [(currents[i], values, folds[i]) for i, values in refine])
             for (i, _), (value, _) in zip(refine, fine):
                 currents[i][c.rule] = value
@@ -350,10 +356,10 @@ def _fold_lines(rows: Rows, ruleset, key: str, lines: list) -> list[tuple[float,
     """Each fold's `_line`: (its current values, the values of `key` to try, (its rows' mask, its
     coefficients)) → the best value and its loss. The rows `key` cannot move are estimated once per fold."""
     moved, changing, fixed = _parts(rows, ruleset, key)
-    per_line = max(len(changing), 1) * GRID_POINTS
+    size = max(1, FOLD_LINE_CELLS // (max(len(changing), 1) * GRID_POINTS))     # lines a pass
     out = []
-    for first in range(0, len(lines), max(1, FOLD_LINE_CELLS // per_line)):
-        batch = lines[first:first + max(1, FOLD_LINE_CELLS // per_line)]
+    for first in range(0, len(lines), size):
+        batch = lines[first:first + size]
         points = [[{**current, key: float(v)} for v in values] for current, values, _ in batch]
         flat = [p for line in points for p in line]
         varying = _estimates_at(changing, ruleset, flat) if len(changing) else None
