@@ -167,25 +167,31 @@ def _constant(values: dict[str, float], n: int) -> dict[str, np.ndarray]:
 
 def compare(cases: list[Case], ruleset, unquotable: dict[str, str] | None = None) -> pd.DataFrame:
     """Every measured figure beside its estimate. With `unquotable`, a case this rule set cannot quote (one
-    that names a GPU or a field it does not know) is left out and its first problem kept there, by case."""
-    rows = []
+    that names a GPU or a field it does not know) is left out and its first problem kept there, by case.
+    Each case is planned on its own; the rules then run once over all of them as columns (an
+    evaluation's cost is mostly per pass, so this is several times faster than one quote per case)."""
+    quoted, planned = [], []
     for case in cases:
         try:
-            results = estimate(case, ruleset)
+            planned.append(planned_values(case, ruleset))
         except SizingError as e:
             if unquotable is None:
                 raise
             unquotable[case.id] = e.problems[0].message if e.problems else str(e)
             continue
-        for quantity, published in case.measured.items():
-            measured = case.comparable(quantity, float(published))
-            got = results.get(quantity)
-            est = float(got) if isinstance(got, (int, float)) and not isinstance(got, bool) else math.nan
-            rows.append({"case": case.id, "group": case.group, "use": case.use, "quantity": quantity,
-                         "measured": float(measured), "estimated": est,
-                         "error": est / float(measured) - 1 if est == est else math.nan,
-                         "source": case.source.get("title", "")})
-    return pd.DataFrame(rows)
+        quoted.append(case)
+    figures = [(case, values, quantity, float(case.comparable(quantity, float(published))))
+               for case, values in zip(quoted, planned) for quantity, published in case.measured.items()]
+    if not figures:
+        return pd.DataFrame(columns=["case", "group", "use", "quantity", "measured", "estimated", "error", "source"])
+    rows = Rows([f[1] for f in figures], [f[2] for f in figures], np.array([f[3] for f in figures]),
+                [""] * len(figures), [f[0].id for f in figures])
+    estimated = estimates(rows, ruleset)
+    return pd.DataFrame([{"case": case.id, "group": case.group, "use": case.use, "quantity": quantity,
+                          "measured": measured, "estimated": float(est),
+                          "error": float(est) / measured - 1 if est == est else math.nan,
+                          "source": case.source.get("title", "")}
+                         for (case, _, quantity, measured), est in zip(figures, estimated)])
 
 
 def summarise(table: pd.DataFrame) -> dict:

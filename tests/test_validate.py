@@ -226,6 +226,31 @@ def test_a_trusted_schema_judges_exactly_as_a_checked_one(workload):
     assert checked.document == trusted.document
 
 
+def test_compare_runs_the_rules_once_over_all_cases_and_gets_each_cases_own_quote():
+    """compare() plans each case alone, then evaluates every case as one column: each figure must be
+    exactly what quoting that case on its own gives (every fourth published case and held-out case, all
+    four groups, planner-chosen and given layouts alike); a case the rules cannot quote is set aside."""
+    import dataclasses
+    import math
+
+    from engine.calc.evidence import DEFAULT_CASES, load_cases
+    from engine.calc.ruleset import load_ruleset
+    from engine.validation import compare, estimate
+    from tests.conftest import ROOT
+    ruleset = load_ruleset(ROOT / "rules", ROOT / "catalogs")
+    cases = (load_cases(DEFAULT_CASES) + load_cases(ROOT / "validation" / "holdout.yaml"))[::4]
+    assert {c.group for c in cases} >= {"training", "inference", "memory"}
+    broken = dataclasses.replace(cases[0], id="no-such-gpu", intake={**cases[0].intake, "gpu": "no-such-gpu"})
+    unquotable: dict[str, str] = {}
+    table = compare([broken, *cases], ruleset, unquotable)
+    assert list(unquotable) == ["no-such-gpu"]
+    alone = [(c.id, q, estimate(c, ruleset).get(q)) for c in cases for q in c.measured]
+    assert list(zip(table["case"], table["quantity"])) == [(i, q) for i, q, _ in alone]
+    for (case, quantity, quoted), columnar in zip(alone, table["estimated"]):
+        quoted = float(quoted) if isinstance(quoted, (int, float)) and not isinstance(quoted, bool) else math.nan
+        assert columnar == quoted or (math.isnan(columnar) and math.isnan(quoted)), (case, quantity)
+
+
 def test_the_same_cross_validation_asked_twice_in_one_process_is_answered_once():
     """The CLI after the accuracy tests' own run (minutes each) reuses the answer; another rule set or
     another coefficient list is computed afresh."""
