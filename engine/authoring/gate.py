@@ -2,7 +2,7 @@
 acknowledged), its examples hold and the validation set's errors do not get worse; a failing edit is held.
 
 What the gate learns about one version of the files (its "facts") is kept in the cache folder by the
-files' hash, so it runs once per edit (≈ 5 s: the checks, the examples and one quote of each published
+files' hash, so it runs once per edit (≈ 4 s: the checks, the examples and one quote of each published
 run), never per quote. Which version a rules folder last published is kept there too, with a copy of
 its files, so that `sizing quote` and the services quote with that copy while an edit is held.
 """
@@ -207,7 +207,7 @@ def _find_facts(rules_dir: Path, catalogs_dir: Path, version: str) -> Facts:
 
 
 def validation_medians(ruleset) -> dict[str, float]:
-    """Median |error| per group of the published runs, with the shipped coefficients (no refit: ≈ 3 s)."""
+    """Median |error| per group of the published runs, with the shipped coefficients (no refit: ≈ 2 s)."""
     from engine.calc.evidence import load_cases
     from engine.validation import compare, summarise
     summary = summarise(compare(load_cases(PUBLISHED_CASES), ruleset))
