@@ -365,9 +365,12 @@ def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
 def out_of_sample_errors(cv: CrossValidation, held_out: list[Case], ruleset) -> pd.DataFrame:
     """Every figure estimated without its source having informed the rules: the published runs' cross-validated
     estimates (each with its source left out of the fit), and the held-out runs' (validation/holdout.yaml), which
-    no fit and no model choice saw before they were first measured. What the bands are made of."""
+    no fit and no model choice saw before they were first measured. What the bands are made of: a held-out set
+    marked `use: score` is measured against its first measurement but is not among them, as an input it rests on
+    was assumed (validation/holdout.yaml says which and why)."""
     _, oos = cv_tables(cv)
-    return pd.concat([oos, compare(held_out, ruleset)[list(oos.columns)]], ignore_index=True)
+    evidence = [c for c in held_out if c.use != "score"]
+    return pd.concat([oos, compare(evidence, ruleset)[list(oos.columns)]], ignore_index=True)
 
 
 def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:

@@ -393,6 +393,17 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
         assert errors.median() <= ceiling, (prefix, errors.describe())
 
 
+def test_a_held_out_set_with_an_assumed_input_is_scored_but_no_evidence_for_the_bands(out_of_sample, held_out,
+                                                                                       held_out_table):
+    """H31's prompt lengths are assumed (validation/holdout.yaml): its cases (`use: score`) are held to their first
+    measurement above, but the bands are built without them."""
+    scored = {c.id for c in held_out if c.use == "score"}
+    assert len(scored) == 34 and all(i.startswith("H31-") for i in scored)
+    assert scored <= set(held_out_table["case"])
+    assert not scored & set(out_of_sample["case"])
+    assert set(out_of_sample["case"]) >= {c.id for c in held_out if c.use == "check"}
+
+
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
     """Each exception keeps its first measurement, and neither went more than 2.5 points past it."""
     for first, after in ((SIXTEENTH_HELD_OUT_FIRST_MEASURED, SIXTEENTH_HELD_OUT_AFTER_THE_EXPERT_LAYER_FLOOR),

@@ -22,7 +22,8 @@ TIMED = ("generation", "forward passes")
 class Case:
     id: str
     group: str
-    use: str                  # "choose" (coefficients were chosen from it) or "check" (held out)
+    use: str                  # "choose" (coefficients were chosen from it) or "check" (held out); "score": held
+                              # out and scored, but no evidence for the bands (an input it rests on is assumed)
     intake: dict
     measured: dict
     source: dict
