@@ -237,7 +237,13 @@ def drop(root: Path, files: dict[str, bytes] | list[Path]) -> None:
 
 
 def claims_left(root: Path) -> list[Path]:
-    return [p for p in (root / "work").glob("*/*/*") if not p.name.startswith(".")]
+    """The claims still in work/ (a worker's folder / a job's folder / its file). The service removes a job's
+    folder when it is done, which may be while this lists it: then it is listed again."""
+    while True:
+        try:
+            return [p for p in (root / "work").glob("*/*/*") if not p.name.startswith(".")]
+        except FileNotFoundError:
+            continue
 
 
 def check_batch(root: Path, names: dict[str, str], oracle: dict, exactly_once_in_log=True):
