@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from engine.calc.evaluate import evaluate
-from engine.calc.evidence import GROUPS, Case
+from engine.calc.evidence import GROUPS, Case, band_cases
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, fit_folds, informed_by,
                                  load_coefficients, loss_at)
 from engine.calc.planner import plan_layout
@@ -369,8 +369,7 @@ def out_of_sample_errors(cv: CrossValidation, held_out: list[Case], ruleset) -> 
     marked `use: score` is measured against its first measurement but is not among them, as an input it rests on
     was assumed (validation/holdout.yaml says which and why)."""
     _, oos = cv_tables(cv)
-    evidence = [c for c in held_out if c.use != "score"]
-    return pd.concat([oos, compare(evidence, ruleset)[list(oos.columns)]], ignore_index=True)
+    return pd.concat([oos, compare(band_cases(held_out), ruleset)[list(oos.columns)]], ignore_index=True)
 
 
 def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:

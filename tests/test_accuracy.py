@@ -402,12 +402,16 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
 def test_a_held_out_set_with_an_assumed_input_is_scored_but_no_evidence_for_the_bands(out_of_sample, held_out,
                                                                                        held_out_table):
     """H31's prompt lengths are assumed (validation/holdout.yaml): its cases (`use: score`) are held to their first
-    measurement above, but the bands are built without them."""
+    measurement above, but the bands are built without them, and a quote does not count them among the runs its
+    band rests on."""
+    from engine.calc.evidence import band_evidence
     scored = {c.id for c in held_out if c.use == "score"}
     assert len(scored) == 34 and all(i.startswith("H31-") for i in scored)
     assert scored <= set(held_out_table["case"])
     assert not scored & set(out_of_sample["case"])
     assert set(out_of_sample["case"]) >= {c.id for c in held_out if c.use == "check"}
+    cited = {run["id"] for run in band_evidence("inference", "offline-inference")}
+    assert not scored & cited and {c.id for c in held_out if c.id.startswith("H32-")} <= cited
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():

@@ -251,6 +251,23 @@ def test_compare_runs_the_rules_once_over_all_cases_and_gets_each_cases_own_quot
         assert columnar == quoted or (math.isnan(columnar) and math.isnan(quoted)), (case, quantity)
 
 
+def test_a_misspelt_use_of_a_case_is_refused_with_its_line(tmp_path):
+    """`use:` decides whether a held-out case counts toward the quote's bands (`score` does not), so a slip in it
+    must not pass silently as another meaning."""
+    from engine.calc.evidence import load_cases
+    from engine.problems import SizingError
+    path = tmp_path / "cases.yaml"
+    path.write_text("cases:\n"
+                    "  - {id: a, group: memory, use: check, intake: {model: llama-2-7b}, measured: {weights_gb: 13}}\n"
+                    "  - {id: b, group: memory, use: scroe, intake: {model: llama-2-7b}, measured: {weights_gb: 13}}\n",
+                    encoding="utf-8")
+    with pytest.raises(SizingError) as caught:
+        load_cases(path)
+    [problem] = caught.value.problems
+    assert (problem.code, problem.where) == ("cases.use", "cases.yaml:3")
+    assert "choose, check, score" in problem.message
+
+
 def test_the_same_cross_validation_asked_twice_in_one_process_is_answered_once():
     """The CLI after the accuracy tests' own run (minutes each) reuses the answer; another rule set or
     another coefficient list is computed afresh."""

@@ -16,14 +16,16 @@ DEFAULT_CASES = PUBLISHED_CASES
 GROUPS = ("training", "inference", "memory", "facility")
 COUNTED = ("output", "prompt and output")
 TIMED = ("generation", "forward passes")
+# "choose": coefficients were chosen from it; "check": held out; "score": held out and held to its first
+# measurement, but no evidence for the quote's bands (an input it rests on is assumed)
+USES = ("choose", "check", "score")
 
 
 @dataclass(frozen=True)
 class Case:
     id: str
     group: str
-    use: str                  # "choose" (coefficients were chosen from it) or "check" (held out); "score": held
-                              # out and scored, but no evidence for the bands (an input it rests on is assumed)
+    use: str                  # one of USES
     intake: dict
     measured: dict
     source: dict
@@ -75,7 +77,11 @@ def load_cases(path: Path) -> list[Case]:
             problems.append(Problem("cases.timed", where, f"timed must be one of {', '.join(TIMED)}.",
                                     fixer="rules"))
             continue
-        cases.append(Case(str(item["id"]), item["group"], str(item.get("use") or "check"),
+        use = str(item.get("use") or "check")
+        if use not in USES:
+            problems.append(Problem("cases.use", where, f"use must be one of {', '.join(USES)}.", fixer="rules"))
+            continue
+        cases.append(Case(str(item["id"]), item["group"], use,
                           plain(item["intake"]), plain(item["measured"]), plain(item.get("source") or {}), where,
                           counted, timed))
     if problems:
@@ -92,6 +98,11 @@ def checked_against(group: str, path: Path = DEFAULT_CASES) -> list[dict]:
     return [dict(run) for run in runs.get(group, [])]
 
 
+def band_cases(cases: list[Case]) -> list[Case]:
+    """The cases a quote's band may rest on: all but those marked `use: score`."""
+    return [c for c in cases if c.use != "score"]
+
+
 def band_evidence(group: str, workload: str | None) -> list[dict]:
     """The runs a quote's band rests on: the published runs of its group and those held out of every fit,
     memory's of the workload's own kind (a pretraining step's, a fine-tuning step's or a server's, as
@@ -104,7 +115,7 @@ def band_evidence(group: str, workload: str | None) -> list[dict]:
 def _runs_cached(path: Path, mtime_ns: int) -> dict[str, list[dict]]:
     """Every quote names its evidence: the cases file is parsed once per version of it, and the
     names kept between processes (parsing it is a quarter of a fresh quote's time)."""
-    return cached_data("published-runs", path, lambda: _runs_by_group(load_cases(path)))
+    return cached_data("published-runs", path, lambda: _runs_by_group(band_cases(load_cases(path))))
 
 
 def _runs_by_group(cases: list[Case]) -> dict[str, list[dict]]:
