@@ -434,6 +434,29 @@ def test_transformers_serving_a_mixture_of_experts_is_quoted_within_half_of_the_
     assert ((ratio < 1.5) & (ratio > 1 / 1.5)).all(), table[["case", "error"]]
 
 
+# SGLang on AMD Instinct serving FP8 mixtures of experts: the held-out figures of six sources (H8's SGLang Cookbook,
+# H11's and H14's InferenceX threads, H14's AITER pull request #1930, H12's SGLang pull request #31044, H28's InferenceX
+# blog; 61 figures), quoted 1.2-3.3x fast (median |error| 46.0%) until the twenty-eighth stop counted the fixed time of
+# the block-scaled FP8 multiplies outside the experts (rules/serving.yaml, stack_block_fp8_call_ms: 0.04 ms a call, set
+# from AITER's kernel timing of one such multiply, not fitted on any run): 21.8% with it.
+SGLANG_AMD_FP8_MOE_HELD_OUT = 0.22
+
+
+def test_sglang_on_amd_serving_fp8_experts_is_no_longer_quoted_twice_as_fast(ruleset, held_out, held_out_table):
+    """The class the issue names first (AMD serving quoted about 2x fast), for the stack whose kernels cause it: within
+    22% at the median, and no longer fast on the whole: without the time 57 of the 61 were quoted fast, with it 40,
+    most of those first-token times under load, quoted short here as elsewhere."""
+    ids = {c.id for c in held_out if c.intake.get("serving_engine") == "sglang"
+           and str(c.intake.get("gpu", "")).startswith("MI") and c.intake.get("precision") == "fp8"
+           and evaluate(dict(c.intake), ruleset, only=["is_moe"]).values["is_moe"]}
+    rows = held_out_table[held_out_table["case"].isin(ids)]
+    assert len(rows) == 61
+    assert rows["error"].abs().median() <= SGLANG_AMD_FP8_MOE_HELD_OUT, rows[["case", "quantity", "error"]]
+    fast = ((rows["quantity"] == "output_tokens_per_s") & (rows["error"] > 0)) | \
+        (rows["quantity"].str.startswith(("tpot", "ttft")) & (rows["error"] < 0))
+    assert fast.sum() <= 45, rows[["case", "quantity", "error"]]
+
+
 def test_serve12_gaudi_source_is_no_worse_than_first_measured(table):
     rows = table[table["case"].str.startswith("I-S12-")]
     assert len(rows) >= 3

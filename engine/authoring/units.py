@@ -27,7 +27,7 @@ PINT = {"%": "dimensionless", "fraction": "dimensionless", "×": "dimensionless"
         "TOPS": "tflops", "W": "watt", "kW": "kilowatt", "parameters": "dimensionless",
         "billion parameters": "billion", "billion tokens": "billion", "bytes/parameter": "byte_",
         "tokens": "dimensionless", "tokens/s": "1 / second", "samples": "dimensionless",
-        "steps": "dimensionless", "requests": "dimensionless", "requests/s": "1 / second",
+        "steps": "dimensionless", "multiplies": "dimensionless", "requests": "dimensionless", "requests/s": "1 / second",
         "GPUs": "dimensionless", "GPU-hours": "hour", "ms": "millisecond", "s": "second",
         "minutes": "minute", "hours": "hour", "days": "day", "currency": "currency",
         "USD/GPU-hour": "currency / hour", "per GPU-hour": "currency / hour",
