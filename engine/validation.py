@@ -362,6 +362,17 @@ def evidence_keys(cases: list[Case], ruleset) -> dict[str, dict[str, str]]:
     return out
 
 
+def first_token_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:
+    """The bands of the first-token times alone, by the same nearest evidence (`evidence_bands`). Under load they land
+    further off than throughputs and per-token times do (docs/holdout.md, closed-loop first tokens), which the serving
+    band mixes in; a quote widens its first-token range to this band, never narrows it. Outside every row: every
+    first-token figure's band (the serving band's own outside row already holds the widest)."""
+    rows = oos[(oos["group"] == "inference") & oos["quantity"].str.startswith("ttft")]
+    out = evidence_bands(rows, keys)
+    out[-1]["band"] = band(rows, "inference")
+    return out
+
+
 def out_of_sample_errors(cv: CrossValidation, held_out: list[Case], ruleset) -> pd.DataFrame:
     """Every figure estimated without its source having informed the rules: the published runs' cross-validated
     estimates (each with its source left out of the fit), and the held-out runs' (validation/holdout.yaml), which

@@ -5,7 +5,7 @@ Usage: .venv/bin/python scripts/refresh_bands.py [--check]
 The quote's ± ranges are the out-of-sample errors of the published runs nearest to it: the published set's
 cross-validated estimates and the held-out set's (validation/holdout.yaml), which no fit saw
 (tests/test_accuracy.py holds the file to them). This computes them as the test does and writes
-the rows of the `inference_evidence` and `inference_evidence_figures` tables and the training and
+the rows of the `inference_evidence`, `inference_evidence_figures` and `first_token_evidence` tables and the training and
 memory rows of `band`, keeping every other line, comment and `accept:` of the file. With
 --check it writes nothing and exits 1 when the file is not what the evidence gives.
 """
@@ -26,7 +26,7 @@ from engine.calc.evidence import DEFAULT_CASES, load_cases  # noqa: E402
 from engine.calc.yamlfile import load_yaml_file  # noqa: E402
 from engine.contract import MEMORY_KINDS  # noqa: E402
 from engine.validation import (OUTSIDE_MARGIN, band, cross_validate, evidence_bands, evidence_keys,  # noqa: E402
-                               memory_band, out_of_sample_errors)
+                               first_token_bands, memory_band, out_of_sample_errors)
 
 FILE = RULES_DIR / "uncertainty.yaml"
 FAMILIES = {"ampere": "Ampere", "hopper": "Hopper", "blackwell": "Blackwell", "ada": "Ada", "consumer": "consumer",
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     cases, held_out = load_cases(DEFAULT_CASES), load_cases(HELD_OUT_CASES)
     oos = out_of_sample_errors(cross_validate(cases, ruleset), held_out, ruleset)
     text = FILE.read_text(encoding="utf-8")
-    new = _serving(text, evidence_bands(oos, evidence_keys(cases + held_out, ruleset)), _stack_names())
+    keys, stacks = evidence_keys(cases + held_out, ruleset), _stack_names()
+    new = _serving(text, evidence_bands(oos, keys), stacks)
+    new = _first_token(new, first_token_bands(oos, keys), stacks)
     new = _training_and_memory(new, oos, cases, held_out, ruleset)
     if new == text:
         print(f"{FILE}: the bands are what the evidence gives.")
@@ -82,6 +84,25 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
         figures.append(_row(keys, "figures", str(row["figures"]), count, accepted.get(keys)))
     text = _replace_rows(text, "inference_evidence", "".join(bands))
     return _replace_rows(text, "inference_evidence_figures", "".join(figures))
+
+
+def _first_token(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
+    """The first_token_evidence table: the same nearest evidence, of the first-token times alone."""
+    accepted, out = _accepts(text, "first_token_evidence"), []
+    for row in rows:
+        match = row["match"]
+        keys = "".join(f"{k}: {v}, " for k, v in match.items())
+        sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
+        if match:
+            why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample first-token times of "
+                   f"{row['figures']} figures from {sources} land, as a ratio either way")
+            if "widened_by" in row:
+                wider = _where(row["widened_by"], stacks) if row["widened_by"] else "every first-token figure"
+                why += f"; one source, so no narrower than the band of {wider}"
+        else:
+            why = "first tokens measured unlike any row above: every first-token figure's 80th percentile"
+        out.append(_row(keys, "band", f"{row['band']:g}", why, accepted.get(keys)))
+    return _replace_rows(text, "first_token_evidence", "".join(out))
 
 
 def _where(match: dict[str, str], stacks: dict[str, str]) -> str:

@@ -239,11 +239,17 @@ def _checked(m: Messages, values: dict, workload: str | None) -> list[str]:
         runs = band_evidence(kind, workload)
         band = values.get(f"{kind}_band")
         if runs and finite(band):
-            # a band is a ratio either way (engine/validation.py): ÷ and × the same factor
-            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs), factor=f"{1 + band:.3g}",
-                         down=f"{-band / (1 + band):.0%}".replace("-", "−"), up=f"{band:.0%}",
+            out.append(m("checked_against", kind=m(f"kinds.{kind}"), count=len(runs), **_factor(band),
                          runs="; ".join(source_names(runs))))
+            first = values.get("first_token_band")
+            if kind == "inference" and finite(first) and first > band + 1e-9:
+                out.append(m("checked_first_token", **_factor(first)))
     return out
+
+
+def _factor(band: float) -> dict[str, str]:
+    """A band as the sentences give it: a ratio either way (engine/validation.py), ÷ and × the same factor."""
+    return {"factor": f"{1 + band:.3g}", "down": f"{-band / (1 + band):.0%}".replace("-", "−"), "up": f"{band:.0%}"}
 
 
 def source_names(runs: list[dict]) -> list[str]:
