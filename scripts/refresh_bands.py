@@ -64,23 +64,14 @@ def _stack_names() -> dict[str, str]:
 
 def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
     accepted, accepted_bands = _accepts(text, "inference_evidence_figures"), _accepts(text, "inference_evidence")
+    outside = ("no published run measured this serving software or GPU family: the widest band of the rows above, "
+               f"and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
     bands, figures = [], []
     for row in rows:
-        match = row["match"]
-        keys = "".join(f"{k}: {v}, " for k, v in match.items())
-        sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
-        if match:
-            why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample estimates of "
-                   f"{row['figures']} figures from {sources} land, as a ratio either way (sizing validate --cv, "
-                   "and the held-out runs)")
-            if "widened_by" in row:
-                wider = _where(row["widened_by"], stacks) if row["widened_by"] else "every serving figure"
-                why += f"; one source, so no narrower than the band of {wider}"
-        else:
-            why = ("no published run measured this serving software or GPU family: the widest band of the rows "
-                   f"above, and at least every serving figure's 80th percentile plus {OUTSIDE_MARGIN * 100:.0f} points")
+        keys, why = _band_row(row, stacks, "estimates", "every serving figure", outside,
+                              " (sizing validate --cv, and the held-out runs)")
         bands.append(_row(keys, "band", f"{row['band']:g}", why, accepted_bands.get(keys)))
-        count = "published serving figures measured like this" if match else "none: outside the evidence"
+        count = "published serving figures measured like this" if row["match"] else "none: outside the evidence"
         figures.append(_row(keys, "figures", str(row["figures"]), count, accepted.get(keys)))
     text = _replace_rows(text, "inference_evidence", "".join(bands))
     return _replace_rows(text, "inference_evidence_figures", "".join(figures))
@@ -89,20 +80,27 @@ def _serving(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
 def _first_token(text: str, rows: list[dict], stacks: dict[str, str]) -> str:
     """The first_token_evidence table: the same nearest evidence, of the first-token times alone."""
     accepted, out = _accepts(text, "first_token_evidence"), []
+    outside = "first tokens measured unlike any row above: every first-token figure's 80th percentile"
     for row in rows:
-        match = row["match"]
-        keys = "".join(f"{k}: {v}, " for k, v in match.items())
-        sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
-        if match:
-            why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample first-token times of "
-                   f"{row['figures']} figures from {sources} land, as a ratio either way")
-            if "widened_by" in row:
-                wider = _where(row["widened_by"], stacks) if row["widened_by"] else "every first-token figure"
-                why += f"; one source, so no narrower than the band of {wider}"
-        else:
-            why = "first tokens measured unlike any row above: every first-token figure's 80th percentile"
+        keys, why = _band_row(row, stacks, "first-token times", "every first-token figure", outside)
         out.append(_row(keys, "band", f"{row['band']:g}", why, accepted.get(keys)))
     return _replace_rows(text, "first_token_evidence", "".join(out))
+
+
+def _band_row(row: dict, stacks: dict[str, str], what: str, every: str, outside: str,
+              measured_by: str = "") -> tuple[str, str]:
+    """A band row's keys as the file writes them, and why it is that wide, in words."""
+    match = row["match"]
+    keys = "".join(f"{k}: {v}, " for k, v in match.items())
+    if not match:
+        return keys, outside
+    sources = f"{row['sources']} source{'s' * (row['sources'] != 1)}"
+    why = (f"{_where(match, stacks)}: 80th percentile of how far the out-of-sample {what} of {row['figures']} figures "
+           f"from {sources} land, as a ratio either way{measured_by}")
+    if "widened_by" in row:
+        wider = _where(row["widened_by"], stacks) if row["widened_by"] else every
+        why += f"; one source, so no narrower than the band of {wider}"
+    return keys, why
 
 
 def _where(match: dict[str, str], stacks: dict[str, str]) -> str:
