@@ -42,13 +42,22 @@ def planned_values(case: Case, ruleset) -> dict:
 def rows_of(cases: list[Case], ruleset) -> dict[str, Rows]:
     """Every measured figure as a row, by group."""
     out: dict[str, list] = {}
-    for case in cases:
-        values = planned_values(case, ruleset)
-        for quantity, measured in case.measured.items():
-            out.setdefault(case.group, []).append((values, quantity, case.comparable(quantity, float(measured)),
-                                                   case.source.get("id") or case.source.get("title", ""), case.id))
-    return {g: Rows([r[0] for r in rs], [r[1] for r in rs], np.array([r[2] for r in rs]),
-                    [r[3] for r in rs], [r[4] for r in rs]) for g, rs in out.items()}
+    for figure in _figures([(case, planned_values(case, ruleset)) for case in cases]):
+        out.setdefault(figure[0].group, []).append(figure)
+    return {group: _rows(figures) for group, figures in out.items()}
+
+
+def _figures(planned: list[tuple[Case, dict]]) -> list[tuple[Case, dict, str, float]]:
+    """Each measured figure of the planned cases: (case, its planned values, quantity, the measurement as the
+    rules estimate it)."""
+    return [(case, values, quantity, float(case.comparable(quantity, float(measured))))
+            for case, values in planned for quantity, measured in case.measured.items()]
+
+
+def _rows(figures: list[tuple[Case, dict, str, float]]) -> Rows:
+    """Figures as the columns the rules evaluate at once (engine/calc/fitting.py)."""
+    return Rows([f[1] for f in figures], [f[2] for f in figures], np.array([f[3] for f in figures]),
+                [f[0].source.get("id") or f[0].source.get("title", "") for f in figures], [f[0].id for f in figures])
 
 
 def shipped_coefficients(ruleset, coefficients: list[Coefficient]) -> dict[str, float]:
@@ -170,23 +179,18 @@ def compare(cases: list[Case], ruleset, unquotable: dict[str, str] | None = None
     that names a GPU or a field it does not know) is left out and its first problem kept there, by case.
     Each case is planned on its own; the rules then run once over all of them as columns (an
     evaluation's cost is mostly per pass, so this is several times faster than one quote per case)."""
-    quoted, planned = [], []
+    planned = []
     for case in cases:
         try:
-            planned.append(planned_values(case, ruleset))
+            planned.append((case, planned_values(case, ruleset)))
         except SizingError as e:
             if unquotable is None:
                 raise
             unquotable[case.id] = e.problems[0].message if e.problems else str(e)
-            continue
-        quoted.append(case)
-    figures = [(case, values, quantity, float(case.comparable(quantity, float(published))))
-               for case, values in zip(quoted, planned) for quantity, published in case.measured.items()]
+    figures = _figures(planned)
     if not figures:
         return pd.DataFrame(columns=["case", "group", "use", "quantity", "measured", "estimated", "error", "source"])
-    rows = Rows([f[1] for f in figures], [f[2] for f in figures], np.array([f[3] for f in figures]),
-                [""] * len(figures), [f[0].id for f in figures])
-    estimated = estimates(rows, ruleset)
+    estimated = estimates(_rows(figures), ruleset)
     return pd.DataFrame([{"case": case.id, "group": case.group, "use": case.use, "quantity": quantity,
                           "measured": measured, "estimated": float(est),
                           "error": float(est) / measured - 1 if est == est else math.nan,
