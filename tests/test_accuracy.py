@@ -243,8 +243,10 @@ THIRTIETH_HELD_OUT_FIRST_MEASURED = 0.3191
 # The thirty-first (cases H31-*): 34 MLPerf Inference v5.1 Offline figures (B200, GB200 and H200 on NVIDIA's
 # TensorRT-LLM harness, MI300X and MI325X on AMD's vLLM), entered as published evidence and first measured at d6264df's
 # rules: median |error| 38.4%, 8 within 10%; held out instead because the benchmarks' mean prompt lengths are assumed.
-# Kept out of every fit (docs/holdout.md, "H31").
+# Kept out of every fit (docs/holdout.md, "H31"). The lengths were found later (the datasets' own per-sample input
+# lengths, validation/holdout.yaml): measured again with them and nothing else changed, 11.6%, the figure it is held to.
 THIRTY_FIRST_HELD_OUT_FIRST_MEASURED = 0.3840
+THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS = 0.1159
 # The thirty-second (cases H32-*): 27 figures of TensorRT-LLM serving DeepSeek-R1 on B200 at 32-128 requests (SemiAnalysis's
 # InferenceX results), entered as published evidence and first measured at 93783ff's rules: median |error| 21.6%, 9
 # within 10%; held out instead, after seeing that published it took --cv inference to 10.3%. Kept out of every fit
@@ -392,26 +394,36 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H28-", 30, TWENTY_EIGHTH_HELD_OUT_FIRST_MEASURED),
                                      ("H29-", 43, TWENTY_NINTH_HELD_OUT_FIRST_MEASURED),
                                      ("H30-", 45, THIRTIETH_HELD_OUT_FIRST_MEASURED),
-                                     ("H31-", 34, THIRTY_FIRST_HELD_OUT_FIRST_MEASURED),
+                                     ("H31-", 34, THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS),
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
 
 
-def test_a_held_out_set_with_an_assumed_input_is_scored_but_no_evidence_for_the_bands(out_of_sample, held_out,
-                                                                                       held_out_table):
-    """H31's prompt lengths are assumed (validation/holdout.yaml): its cases (`use: score`) are held to their first
-    measurement above, but the bands are built without them, and a quote does not count them among the runs its
-    band rests on."""
-    from engine.calc.evidence import band_evidence
-    scored = {c.id for c in held_out if c.use == "score"}
-    assert len(scored) == 34 and all(i.startswith("H31-") for i in scored)
-    assert scored <= set(held_out_table["case"])
-    assert not scored & set(out_of_sample["case"])
+def test_a_held_out_case_marked_score_is_scored_but_no_evidence_for_the_bands(out_of_sample, held_out, held_out_table):
+    """A held-out case whose intake rests on an assumed input is marked `use: score`: held to its set's measurement,
+    but the bands are built without it. H31 was so marked until its prompt lengths were found; with the datasets'
+    own lengths its cases are checked like every other held-out case, and evidence for the bands."""
+    import dataclasses
+    from engine.calc.evidence import band_cases
+    h31 = [c for c in held_out if c.id.startswith("H31-")]
+    assert len(h31) == 34 and all(c.use == "check" for c in h31)
+    assert {c.id for c in h31} <= set(out_of_sample["case"])
     assert set(out_of_sample["case"]) >= {c.id for c in held_out if c.use == "check"}
-    cited = {run["id"] for run in band_evidence("inference", "offline-inference")}
-    assert not scored & cited and {c.id for c in held_out if c.id.startswith("H32-")} <= cited
+    assumed = dataclasses.replace(h31[0], use="score")
+    assert band_cases([assumed, *h31[1:]]) == h31[1:]
+
+
+def test_the_mlperf_runs_of_llama_2_70b_on_nvidia_land_within_a_fifth_with_the_datasets_prompt_lengths(held_out_table):
+    """MLPerf's Llama 2 70B prompts average 222 tokens (the dataset's own lengths; 628 had been assumed, which quoted
+    NVIDIA's B200, GB200 and H200 runs 23-44% slow). With them the runs on NVIDIA's reference systems land within
+    20%, except Google's B200 run, whose 78.5k tokens/s is 23% below the 101-103k of NVIDIA's, Lambda's and Nebius's
+    on the same system."""
+    llama_2 = held_out_table[held_out_table["case"].str.match(r"H31-\d+-[a-z]+-l2-70b") & ~held_out_table["case"].str.contains("-amd-")]
+    rows = llama_2[~llama_2["case"].str.contains("-google-.*-B200", regex=True)]
+    assert len(llama_2) == 15 and len(rows) == 13
+    assert rows["error"].abs().max() <= 0.20, rows[["case", "error"]]
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
