@@ -252,6 +252,11 @@ THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS = 0.1159
 # within 10%; held out instead, after seeing that published it took --cv inference to 10.3%. Kept out of every fit
 # (docs/holdout.md, "H32").
 THIRTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.2165
+# The thirty-third (cases H33-*): 23 MLPerf Inference v6.0 Offline figures (B200 and GB200 on NVIDIA's TensorRT-LLM
+# harness, B200 on vLLM, MI300X on AMD's vLLM), entered with the datasets' own prompt lengths before any score was seen
+# and first measured at db724ee's rules: median |error| 34.6%, 6 within 10% (DeepSeek-R1 -53...-74%, gpt-oss-120b
+# -47...-58%, the dense models on B200 -16...+14%). Kept out of every fit (docs/holdout.md, "H33").
+THIRTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.3462
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -357,7 +362,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -395,7 +400,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H29-", 43, TWENTY_NINTH_HELD_OUT_FIRST_MEASURED),
                                      ("H30-", 45, THIRTIETH_HELD_OUT_FIRST_MEASURED),
                                      ("H31-", 34, THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS),
-                                     ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED)):
+                                     ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
+                                     ("H33-", 23, THIRTY_THIRD_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
