@@ -34,7 +34,7 @@ EXTRA_INPUT_TYPES = {
     "virtual_pipeline_stages": "number", "context_parallel": "number", "expert_parallel": "number",
     "optimize_for": "text", "pipeline_schedule": "text", "training_framework": "text",
     "sequence_parallel": "text", "recompute_policy": "text",
-    "max_batch_size": "number", "cuda_graphs": "text", "serving_engine_release": "text", "request_lengths": "text",
+    "max_batch_size": "number", "cuda_graphs": "text", "attention_data_parallel": "text", "serving_engine_release": "text", "request_lengths": "text",
     "kv_cache_memory_share": "number", "experts_total": "number", "experts_active": "number",
 }
 

@@ -257,6 +257,9 @@ THIRTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.2165
 # and first measured at db724ee's rules: median |error| 34.6%, 6 within 10% (DeepSeek-R1 -53...-74%, gpt-oss-120b
 # -47...-58%, the dense models on B200 -16...+14%). Kept out of every fit (docs/holdout.md, "H33").
 THIRTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.3462
+# Its six DeepSeek-R1 runs (and three of H32's) shard attention by data; with the intake's attention_data_parallel
+# (the key came after the first measurement) the set is measured at 13.7%, the figure it is held to.
+THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL = 0.1368
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -401,7 +404,7 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H30-", 45, THIRTIETH_HELD_OUT_FIRST_MEASURED),
                                      ("H31-", 34, THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS),
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
-                                     ("H33-", 23, THIRTY_THIRD_HELD_OUT_FIRST_MEASURED)):
+                                     ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
@@ -430,6 +433,18 @@ def test_the_mlperf_runs_of_llama_2_70b_on_nvidia_land_within_a_fifth_with_the_d
     rows = llama_2[~llama_2["case"].str.contains("-google-.*-B200", regex=True)]
     assert len(llama_2) == 15 and len(rows) == 13
     assert rows["error"].abs().max() <= 0.20, rows[["case", "error"]]
+
+
+def test_deepseek_offline_with_attention_data_parallelism_lands_within_fifteen_percent(held_out_table):
+    """MLPerf v6.0's DeepSeek-R1 Offline runs shard attention by data: each GPU keeps only its own requests' latent
+    cache and TensorRT-LLM's batch limit of 512 holds on each of the 8 GPUs. Entered as plain tensor parallelism they
+    were quoted 53-74% slow (15.5k tokens/s for 58k on 8 B200); with attention_data_parallel on, the runs on 8 B200 and
+    NVIDIA's and CoreWeave's GB200 racks land within 15%. Google's rack, 308k tokens/s against NVIDIA's 486k on the
+    same system and layout, stays quoted 57% fast."""
+    rows = held_out_table[held_out_table["case"].str.match(r"H33-\d+-[a-z]+-dsr1-")]
+    assert len(rows) == 6
+    others = rows[~rows["case"].str.contains("-google-.*-GB200", regex=True)]
+    assert len(others) == 5 and others["error"].abs().max() <= 0.15, others[["case", "error"]]
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():

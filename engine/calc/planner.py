@@ -16,7 +16,7 @@ ONLINE = "online-inference"
 # What the candidates are judged by; the rule set computes them.
 TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memory_limit_gb")
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
-                   "concurrency_used", "memory_concurrency", "meets_latency_targets", "stack_max_batch", "dp")
+                   "concurrency_used", "memory_concurrency", "meets_latency_targets", "replica_max_batch", "dp")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq",
          "pp", "stack_layer_split")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
@@ -335,9 +335,10 @@ def _serving_keys(frame, columns, workload: str, values: dict) -> tuple[tuple, n
             else np.ones(len(fits), dtype=bool)
         in_memory = columns["concurrency"] <= np.asarray(frame["memory_concurrency"], dtype=float)
         # the serving software never runs more than its batch cap per replica (vLLM's max_num_seqs,
-        # TGI's max-concurrent-requests; serving.yaml): requests past it queue, they do not batch
-        cap = np.nan_to_num(np.asarray(frame["stack_max_batch"], dtype=float), nan=np.inf) \
-            if "stack_max_batch" in frame else np.inf
+        # TGI's max-concurrent-requests, per attention rank with attention data parallelism;
+        # inference.yaml, replica_max_batch): requests past it queue, they do not batch
+        cap = np.nan_to_num(np.asarray(frame["replica_max_batch"], dtype=float), nan=np.inf) \
+            if "replica_max_batch" in frame else np.inf
         replicas = np.maximum(np.nan_to_num(np.asarray(frame["dp"], dtype=float), nan=1.0), 1.0) \
             if "dp" in frame else 1.0
         in_cap = columns["concurrency"] <= cap * replicas

@@ -30,6 +30,7 @@ SECTIONS = (
       "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
       "max_concurrency")),
     ("compute", ("gpu", "gpu_count", "serving_engine", "serving_engine_release", "max_batch_size", "kv_cache_memory_share", "cuda_graphs",
+                 "attention_data_parallel",
                  "training_framework", "utilization"),
      ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "goodput_used", "training_flops",
       "steps", "tokens_per_s_per_gpu", "training_time_hours", "training_time_days",
