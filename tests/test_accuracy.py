@@ -260,6 +260,11 @@ THIRTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.3462
 # Its six DeepSeek-R1 runs (and three of H32's) shard attention by data; with the intake's attention_data_parallel
 # (the key came after the first measurement) the set is measured at 13.7%, the figure it is held to.
 THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL = 0.1368
+# The thirty-fourth (cases H34-*): 9 MLPerf Inference v6.1 Offline figures (B200 and GB200 racks on NVIDIA's TensorRT-LLM
+# harness), entered with attention_data_parallel where the configs enable it, before any score was seen, and first
+# measured at a2aca8d's rules: median |error| 15.8%, 4 within 10% (DeepSeek-R1 -8.8...-7.7%, gpt-oss-120b -48...-50%).
+# Kept out of every fit (docs/holdout.md, "H34").
+THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.1581
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -365,7 +370,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -404,7 +409,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H30-", 45, THIRTIETH_HELD_OUT_FIRST_MEASURED),
                                      ("H31-", 34, THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS),
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
-                                     ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL)):
+                                     ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL),
+                                     ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
@@ -445,6 +451,14 @@ def test_deepseek_offline_with_attention_data_parallelism_lands_within_fifteen_p
     assert len(rows) == 6
     others = rows[~rows["case"].str.contains("-google-.*-GB200", regex=True)]
     assert len(others) == 5 and others["error"].abs().max() <= 0.15, others[["case", "error"]]
+
+
+def test_attention_data_parallelism_holds_on_the_next_mlperf_round(held_out_table):
+    """The change above was made on H33's runs; H34 (MLPerf v6.1) was entered after it, with attention_data_parallel
+    where its configs enable it, and first measured with it: its three DeepSeek-R1 Offline runs (8 B200, CoreWeave's
+    and NVIDIA's GB200 racks) land within 10%, 7.7-8.8% slow."""
+    rows = held_out_table[held_out_table["case"].str.match(r"H34-\d+-[a-z]+-dsr1-")]
+    assert len(rows) == 3 and rows["error"].abs().max() <= 0.10, rows[["case", "error"]]
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
