@@ -461,6 +461,16 @@ def test_attention_data_parallelism_holds_on_the_next_mlperf_round(held_out_tabl
     assert len(rows) == 3 and rows["error"].abs().max() <= 0.10, rows[["case", "error"]]
 
 
+def test_gpt_oss_offline_on_blackwell_is_no_longer_quoted_at_half(held_out_table):
+    """MLPerf's gpt-oss-120b Offline runs on B200 and GB200 (TensorRT-LLM; H33, H34) were quoted at half (-47...-50%):
+    the rules unpacked the MXFP4 expert weights inside every multiply, as Hopper's kernels do, where Blackwell's
+    tensor cores take them as they are (rules/serving.yaml, stack_dequant_gemm). Now within 35%, every one still
+    slow: the multiply is counted at the intake's 16-bit precision, not the MXFP8 rate these kernels reach."""
+    rows = held_out_table[held_out_table["case"].str.match(r"H3[34]-\d+-(nebius|nvidia|coreweave)-gptoss120b-")]
+    assert len(rows) == 7
+    assert rows["error"].abs().max() <= 0.35 and (rows["error"] < 0).all(), rows[["case", "error"]]
+
+
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
     """Each exception keeps its first measurement, and neither went more than 2.5 points past it."""
     for first, after in ((SIXTEENTH_HELD_OUT_FIRST_MEASURED, SIXTEENTH_HELD_OUT_AFTER_THE_EXPERT_LAYER_FLOOR),
