@@ -793,7 +793,7 @@ def test_a_training_software_row_is_fitted_and_left_out_with_its_sources(cv):
 
 
 def test_the_training_software_scales_only_its_fp8_matrix_multiplies(ruleset):
-    """torchtitan's Float8 against Megatron-Core's: the multiplies take 1 / 0.74 = 1.351× as long
+    """torchtitan's Float8 against Megatron-Core's: the multiplies take 1 / 0.65 = 1.538× as long
     (rules/training_software.yaml); attention, element-wise work and the optimizer are the same.
     In BF16 both run the same multiplies; a blank intake is Megatron-Core's."""
     case = {"workload": "pretraining", "model": "llama-3.1-8b", "training_tokens_billion": 100,
@@ -803,7 +803,7 @@ def test_the_training_software_scales_only_its_fp8_matrix_multiplies(ruleset):
     mcore = evaluate({**case, "training_framework": "megatron"}, ruleset).values
     titan = evaluate({**case, "training_framework": "torchtitan"}, ruleset).values
     assert blank["training_framework_used"] == "megatron" and blank["gemm_time_s"] == mcore["gemm_time_s"]
-    assert titan["gemm_time_s"] / mcore["gemm_time_s"] == pytest.approx(1 / 0.74)
+    assert titan["gemm_time_s"] / mcore["gemm_time_s"] == pytest.approx(1 / 0.65)
     assert titan["attention_time_s"] == pytest.approx(mcore["attention_time_s"])
     assert titan["tokens_per_s_per_gpu"] < 0.9 * mcore["tokens_per_s_per_gpu"]
     bf16 = {**case, "precision": "bf16"}
