@@ -136,6 +136,9 @@ TWELFTH_HELD_OUT_FIRST_MEASURED = 0.514
 # file — entered and scored once before any rule change at 3eff432's rules: median |error| 23.7%, 0 within 1%, every
 # figure under (-4…-45%; docs/holdout.md, "The thirteenth held-out set"). Kept out of every fit.
 THIRTEENTH_HELD_OUT_FIRST_MEASURED = 0.237
+# Its Float8 rows showed the op-level checkpointing keeps the same outputs in FP8 as in BF16 (rules/scaling.yaml,
+# gemm_recompute_share; the thirtieth stop): measured again with it, 11.1%, the figure it is held to.
+THIRTEENTH_HELD_OUT_WITH_FLOAT8_OUTPUTS = 0.1111
 # The fourteenth (cases H14-*): 19 serving figures of 2026-era AMD mixture-of-experts serving from 2 threads no set
 # cited — SemiAnalysis InferenceX PR #3318 (DeepSeek-R1 FP8 on 8x MI325X, SGLang 0.5.19, 8k/1k, 4-64 streams) and
 # ROCm/aiter PR #1930 (DeepSeek-R1 on 8x MI300X, SGLang, Jan 2026) — entered for fitting (0906065), first measured at
@@ -265,6 +268,11 @@ THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL = 0.1368
 # measured at a2aca8d's rules: median |error| 15.8%, 4 within 10% (DeepSeek-R1 -8.8...-7.7%, gpt-oss-120b -48...-50%).
 # Kept out of every fit (docs/holdout.md, "H34").
 THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.1581
+# The thirty-fifth (cases H35-*): 64 MLPerf Inference v5.0 Offline figures (B200, GB200, H200, H100 SXM, H100 NVL and
+# PCIe, L40S, all on NVIDIA's TensorRT-LLM harness), entered with the datasets' prompt lengths before any score was seen
+# and first measured at dcc213f's rules: median |error| 7.68%, 39 within 10%, 60 within 25% (H200 -2.7...+1.3%, H100 SXM
+# -12...-13%, the PCIe-linked H100 NVL and PCIe pairs and L40S +46...+65%). Kept out of every fit (docs/holdout.md, "H35").
+THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.0768
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -370,7 +378,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -389,7 +397,7 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H12-", 36, TWELFTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H13-", 18, THIRTEENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H13-", 18, THIRTEENTH_HELD_OUT_WITH_FLOAT8_OUTPUTS),
                                      ("H14-", 19, FOURTEENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H15-", 34, FIFTEENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H16-", 19, SIXTEENTH_HELD_OUT_AFTER_THE_EXPERT_LAYER_FLOOR),
@@ -410,7 +418,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H31-", 34, THIRTY_FIRST_HELD_OUT_WITH_THE_DATASETS_LENGTHS),
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL),
-                                     ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
