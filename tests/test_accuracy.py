@@ -273,6 +273,12 @@ THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.1581
 # and first measured at dcc213f's rules: median |error| 7.68%, 39 within 10%, 60 within 25% (H200 -2.7...+1.3%, H100 SXM
 # -12...-13%, the PCIe-linked H100 NVL and PCIe pairs and L40S +46...+65%). Kept out of every fit (docs/holdout.md, "H35").
 THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.0768
+# The thirty-sixth (cases H36-*): 80 MLPerf Inference v4.1 Offline figures (H200 and H100 SXM, H100 NVL and PCIe, L40S
+# on NVIDIA's TensorRT-LLM harness; MI300X on AMD's vLLM, L40S on Red Hat's), entered before any score was seen and
+# first measured at 3f9332c's rules: median |error| 8.90%, 43 within 10%, 64 within 25% (H200 +3...+6%, H100 SXM
+# +7...+9%, the power-capped H100 NVL and PCIe +39...+98% and H200 MaxQ +18...+31%, MI300X -18...-24%). Kept out of
+# every fit (docs/holdout.md, "H36").
+THIRTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.0891
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -378,7 +384,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -419,7 +425,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL),
                                      ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H36-", 80, THIRTY_SIXTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
