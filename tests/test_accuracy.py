@@ -487,6 +487,19 @@ def test_gpt_oss_offline_on_blackwell_is_no_longer_quoted_at_half(held_out_table
     assert rows["error"].abs().max() <= 0.35 and (rows["error"] < 0).all(), rows[["case", "error"]]
 
 
+def test_the_power_limited_hopper_cards_are_held_back_on_dense_work_only(held_out_table):
+    """MLPerf's Llama 2 70B Offline runs on H100 NVL (400 W) and H100 PCIe (350 W) systems (H35, H36: 11 figures) were
+    quoted 39-98% fast at the cards' listed peaks, where the 700 W H100 and H200 rows beside them land. At the H100
+    SXM5's watts per TFLOPS the NVL keeps 0.677 of its listed multiply rate and the PCIe card 0.654
+    (rules/inference.yaml, gemm_power_share): now +4...+51%, median +19.7% (+59% before). The same cards' Mixtral runs,
+    whose grouped expert multiplies draw less than the limit, are not held back and stay within 25%."""
+    capped = held_out_table[held_out_table["case"].str.match(r"H3[56]-\d+-.*-l2-70b-.*-H100(NVL|PCIe)x\d+-offline")]
+    assert len(capped) == 11
+    assert capped["error"].median() <= 0.20 and capped["error"].max() <= 0.51, capped[["case", "error"]]
+    mixtral = held_out_table[held_out_table["case"].str.match(r"H35-\d+-.*-mixtral-.*-H100(NVL|PCIe)x\d+-offline")]
+    assert len(mixtral) == 2 and mixtral["error"].abs().max() <= 0.25, mixtral[["case", "error"]]
+
+
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
     """Each exception keeps its first measurement, and neither went more than 2.5 points past it."""
     for first, after in ((SIXTEENTH_HELD_OUT_FIRST_MEASURED, SIXTEENTH_HELD_OUT_AFTER_THE_EXPERT_LAYER_FLOOR),

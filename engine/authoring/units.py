@@ -24,7 +24,7 @@ from engine.problems import Problem
 PINT = {"%": "dimensionless", "fraction": "dimensionless", "×": "dimensionless", "bytes": "byte_",
         "KB": "kilobyte_", "GB": "gigabyte_", "GiB": "gibibyte_", "GB/s": "gigabyte_ / second",
         "FLOP": "dimensionless", "FLOP/byte": "1 / byte_", "TFLOPS": "tflops",
-        "TOPS": "tflops", "W": "watt", "kW": "kilowatt", "parameters": "dimensionless",
+        "TOPS": "tflops", "W": "watt", "W/TFLOPS": "watt / tflops", "kW": "kilowatt", "parameters": "dimensionless",
         "billion parameters": "billion", "billion tokens": "billion", "bytes/parameter": "byte_",
         "tokens": "dimensionless", "tokens/s": "1 / second", "samples": "dimensionless",
         "steps": "dimensionless", "multiplies": "dimensionless", "requests": "dimensionless", "requests/s": "1 / second",
