@@ -498,6 +498,10 @@ def test_the_power_limited_hopper_cards_are_held_back_on_dense_work_only(held_ou
     assert capped["error"].median() <= 0.20 and capped["error"].max() <= 0.51, capped[["case", "error"]]
     mixtral = held_out_table[held_out_table["case"].str.match(r"H35-\d+-.*-mixtral-.*-H100(NVL|PCIe)x\d+-offline")]
     assert len(mixtral) == 2 and mixtral["error"].abs().max() <= 0.25, mixtral[["case", "error"]]
+    # NVIDIA's H200 MaxQ systems hold each H200 to 500 W (their config's power_limit, gpu_power_limit_w): its Llama 2
+    # 70B runs were +30.8% as plain 700 W H200s; at 500 / 700 of the rate they land within 5%
+    maxq = held_out_table[held_out_table["case"].str.match(r"H36-\d+-nvidia-maxq-l2-70b-")]
+    assert len(maxq) == 2 and maxq["error"].abs().max() <= 0.05, maxq[["case", "error"]]
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():

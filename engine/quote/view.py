@@ -29,7 +29,7 @@ SECTIONS = (
      ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", "kv_cache_gb",
       "memory_per_gpu_gb", "gpu_memory_gb", "fits_in_memory", "min_gpus_for_memory",
       "max_concurrency")),
-    ("compute", ("gpu", "gpu_count", "serving_engine", "serving_engine_release", "max_batch_size", "kv_cache_memory_share", "cuda_graphs",
+    ("compute", ("gpu", "gpu_count", "gpu_power_limit_w", "serving_engine", "serving_engine_release", "max_batch_size", "kv_cache_memory_share", "cuda_graphs",
                  "attention_data_parallel",
                  "training_framework", "utilization"),
      ("gpu_name", "peak_tflops_per_gpu", "utilization_used", "effective_tflops_total", "goodput_used", "training_flops",
