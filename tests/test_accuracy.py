@@ -279,6 +279,14 @@ THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.0768
 # +7...+9%, the power-capped H100 NVL and PCIe +39...+98% and H200 MaxQ +18...+31%, MI300X -18...-24%). Kept out of
 # every fit (docs/holdout.md, "H36").
 THIRTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.0891
+# Its three H200 MaxQ runs enter their configuration's 500 W power limit (gpu_power_limit_w, which came after the first
+# measurement): measured again with it, 8.55%, the figure it is held to.
+THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS = 0.0856
+# The thirty-seventh (cases H37-*): 20 MLPerf Inference v4.0 Offline figures (H100 SXM, NVL and PCIe, H200, Gaudi2),
+# entered after the power-limit change with the MaxQ runs' 450 W limits, before any score was seen, and first measured
+# at ebb8cae's rules: median |error| 19.6%, 3 within 10%, 14 within 25% (every TensorRT-LLM row of that round fast:
+# the 8-GPU H100 and H200 +18...+25%, the 4-GPU H100 hosts +35...+59%). Kept out of every fit (docs/holdout.md, "H37").
+THIRTY_SEVENTH_HELD_OUT_FIRST_MEASURED = 0.1964
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -384,7 +392,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -426,7 +434,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL),
                                      ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED),
                                      ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H36-", 80, THIRTY_SIXTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H36-", 80, THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS),
+                                     ("H37-", 20, THIRTY_SEVENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
@@ -502,6 +511,16 @@ def test_the_power_limited_hopper_cards_are_held_back_on_dense_work_only(held_ou
     # 70B runs were +30.8% as plain 700 W H200s; at 500 / 700 of the rate they land within 5%
     maxq = held_out_table[held_out_table["case"].str.match(r"H36-\d+-nvidia-maxq-l2-70b-")]
     assert len(maxq) == 2 and maxq["error"].abs().max() <= 0.05, maxq[["case", "error"]]
+
+
+
+def test_the_power_limit_holds_on_the_mlperf_round_entered_after_it(held_out_table):
+    """H37 (MLPerf v4.0) was entered after the power-limit change, its two MaxQ runs with their 450 W limit, and first
+    measured with it: that round's TensorRT-LLM runs are all fast, the 8-GPU H100 rows +18...+25%. Its capped runs
+    (H100 MaxQ x2, H100 NVL, HPE's H100 PCIe) land among them, +10...+23%, where at the cards' listed peaks they were
+    +45...+63%; QCT's H100 PCIe host, +8% in v5.0 (H35-62), is +61% here."""
+    rows = held_out_table[held_out_table["case"].str.match(r"H37-\d+-(nvidia-maxq|dell-xe9680-maxq|nvidia-l2-70b-999-fp8-H100NVL|hpe-dl380a)")]
+    assert len(rows) == 4 and rows["error"].max() <= 0.25 and rows["error"].min() >= 0.05, rows[["case", "error"]]
 
 
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
