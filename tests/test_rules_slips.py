@@ -73,6 +73,12 @@ SLIPS = [
      "outside the plausible range 0.05–50 USD/GPU-hour", "warning"),
     ("FP8 typed as the BF16 rate", "catalogs/gpus.yaml", "nvidia-h100-sxm5-80gb",
      "fp8: 1979,", "fp8: 989.5,", "1× its BF16 rate (989.5)", "warning"),
+    ("windowed layers typed as the window", "catalogs/models.yaml", "gemma-3-27b",
+     "sliding_window_layers: 52", "sliding_window_layers: 1024",
+     "`sliding_window_layers` of `gemma-3-27b` is 1024, more than its 62 layers", "error"),
+    ("a window without the layers that use it", "catalogs/models.yaml", "gpt-oss-20b",
+     "    sliding_window_layers: 12\n", "",
+     "`gpt-oss-20b` gives `sliding_window` without `sliding_window_layers`", "error"),
 ]
 
 

@@ -65,6 +65,7 @@ def check_values(ruleset, found: Findings) -> None:
     _catalog_neighbours(ruleset.catalogs, found)
     _parameters(ruleset.catalogs, found)
     _fp8_rates(ruleset.catalogs, found)
+    _windows(ruleset.catalogs, found)
     _unique_names(ruleset.catalogs, found)
 
 
@@ -238,6 +239,25 @@ def _fp8_rates(catalogs, found: Findings) -> None:
                    f"({_show(bf16)}); tensor cores run FP8 at about twice BF16 ({low}–{high}×). Check both "
                    "figures on the datasheet (dense, not sparse); if they are right, say why: "
                    "`accept: {dense_tflops.fp8: \"…why…\"}`.", why)
+
+
+def _windows(catalogs, found: Findings) -> None:
+    """A sliding window needs both its size and how many layers use it, and no more layers than the model has."""
+    for mid, model in catalogs.models.items():
+        window, count, layers = (model.get(k) for k in ("sliding_window", "sliding_window_layers", "layers"))
+        if window is None and count is None:
+            continue
+        if window is None or count is None:
+            given, missing = ("sliding_window", "sliding_window_layers") if count is None else \
+                ("sliding_window_layers", "sliding_window")
+            found.error("value.window", catalogs.field_where("models", mid, given),
+                        f"`{mid}` gives `{given}` without `{missing}`; a window is counted only with both: "
+                        "the window in tokens and how many layers use it (the config's sliding_window and "
+                        "layer_types or sliding_window_pattern).")
+        elif isinstance(layers, int) and count > layers:
+            found.error("value.window", catalogs.field_where("models", mid, "sliding_window_layers"),
+                        f"`sliding_window_layers` of `{mid}` is {count}, more than its {layers} layers; write "
+                        "how many of them use the window (gpt-oss and Gemma 2: half; Gemma 3: five in six).")
 
 
 def _unique_names(catalogs, found: Findings) -> None:
