@@ -292,6 +292,13 @@ THIRTY_SEVENTH_HELD_OUT_FIRST_MEASURED = 0.1964
 # 10%, 3 within 25% (DeepSeek on B200 quoted 21-45% fast at 1-4 requests, a two-node TP 16 on H200 3.4x fast, H20 47%
 # slow). Kept out of every fit (docs/holdout.md, "H38").
 THIRTY_EIGHTH_HELD_OUT_FIRST_MEASURED = 0.3427
+# The thirty-ninth (cases H39-*): 36 figures of gpt-oss-20b and -120b, whose layers alternate full attention with a
+# 128-token window, at prompts up to 32,768 tokens (llama.cpp's gpt-oss guide on four GeForce cards; the SGLang
+# cookbook draft on one H100), first measured at 34f8846's rules, which attended to and cached the whole prompt in
+# every layer: median |error| 21.5%, 7 within 10%, 20 within 25% (llama.cpp's prompt error rising by 23-56 points from
+# 2,048 to 32,768 tokens on every card). Counting the window (model.yaml window_tokens; thirty-first stop) takes it to
+# 19.7%, the rise to -2...+16 points. Kept out of every fit (docs/holdout.md, "H39").
+THIRTY_NINTH_HELD_OUT_WITH_THE_WINDOW = 0.1975
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -397,7 +404,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -441,7 +448,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED),
                                      ("H36-", 80, THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS),
                                      ("H37-", 20, THIRTY_SEVENTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H38-", 11, THIRTY_EIGHTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H38-", 11, THIRTY_EIGHTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H39-", 36, THIRTY_NINTH_HELD_OUT_WITH_THE_WINDOW)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
