@@ -98,3 +98,28 @@ def test_llamacpps_prompt_error_no_longer_grows_with_the_prompt(ruleset):
 
     for card in ("3090", "4090", "5080", "5090"):
         assert abs(error(card, 32768) - error(card, 2048)) < 0.20, card
+
+
+def window_notices(ruleset, intake):
+    from engine.calc.planner import planned
+    results = planned(intake, ruleset)[0]
+    return results.values, [n for n in results.warnings if n.code == "sliding_window_cache"]
+
+
+def test_the_quote_says_what_the_window_keeps_in_three_languages(ruleset):
+    # vLLM at 32,768 + 1,024 tokens: 18 of 36 layers keep 128 tokens, 16,960 tokens' cache in all
+    values, (notice,) = window_notices(ruleset, {**GPT_OSS, "prompt_tokens": 32768})
+    assert values["request_kv_tokens"] == pytest.approx(16960)
+    assert "18 of its 36 layers" in notice.message["en"] and "16,960" in notice.message["en"]
+    assert "33,792" in notice.message["en"]
+    assert "36 層中有 18 層" in notice.message["zh-TW"] and "36 层中有 18 层" in notice.message["zh-CN"]
+
+
+@pytest.mark.parametrize("change", [
+    {"serving_engine": "tensorrt-llm"},                                        # keeps the whole request: nothing to say
+    {"model": "gemma-2-9b", "weight_precision": "bf16", "prompt_tokens": 2048, "output_tokens": 512},  # inside 4,096
+    {"model": "llama-3.1-8b", "weight_precision": "bf16"},                     # no window at all
+])
+def test_no_window_notice_where_the_window_keeps_nothing_less(ruleset, change):
+    values, notices = window_notices(ruleset, {**GPT_OSS, **change})
+    assert values["request_kv_tokens"] == values["seq"] and not notices
