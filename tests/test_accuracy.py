@@ -314,6 +314,11 @@ FORTIETH_HELD_OUT_FIRST_MEASURED = 0.1279
 # 83-136% slow. Hopper's MXFP4 prompts at the 16-bit share (serving.yaml stack_dequant_gemm), written before the block
 # was scored on it, take it to 11.1% (+4...+25%). Kept out of every fit (docs/holdout.md, "H41").
 FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS = 0.1110
+# The forty-second (cases H42-*): 12 figures of gpt-oss-120b under vLLM 0.17.1 on one H100 (kishan5111/gptoss-benchmark:
+# 4,096- and 512-token prompts at 1-32 requests), entered after Hopper's MXFP4 prompt row and first measured at 37f0501's
+# rules: median |error| 32.3%, 3 within 10% (its first tokens at 4,096 tokens +7...+9%, +94...+98% without the row; its
+# per-token time at one request -32%). Kept out of every fit (docs/holdout.md, "H42").
+FORTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.3231
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -419,7 +424,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -466,7 +471,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H38-", 11, THIRTY_EIGHTH_HELD_OUT_FIRST_MEASURED),
                                      ("H39-", 36, THIRTY_NINTH_HELD_OUT_WITH_THE_WINDOW_AND_HOPPER_PROMPTS),
                                      ("H40-", 2, FORTIETH_HELD_OUT_FIRST_MEASURED),
-                                     ("H41-", 6, FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS)):
+                                     ("H41-", 6, FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS),
+                                     ("H42-", 12, FORTY_SECOND_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
