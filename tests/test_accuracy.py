@@ -319,6 +319,16 @@ FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS = 0.1110
 # rules: median |error| 32.3%, 3 within 10% (its first tokens at 4,096 tokens +7...+9%, +94...+98% without the row; its
 # per-token time at one request -32%). Kept out of every fit (docs/holdout.md, "H42").
 FORTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.3231
+# The forty-third (cases H43-*): 55 small-batch decode figures of mixture-of-experts models under vLLM 0.17-0.25 on
+# NVIDIA (gpt-oss-20b in MXFP4 and BF16 on one H100 at 1-30 requests, Mixtral 8x7B AWQ on two A100 at 1-8, Qwen3-30B-A3B
+# on one H200 at one), from 3 sources no file cited, first measured at 8d5dc69's rules: median |error| 29.2%, 9 within
+# 10% (one request in MXFP4 -7...+11%, eight requests' per-token time +31...+102%, Mixtral AWQ 3x fast at one request).
+# The forty-fourth (cases H44-*): 20 figures of the same kind from 2 more sources (DeepSeek-V2-Lite under vLLM 0.23 in
+# eager mode on two RTX 5090; Qwen3-30B-A3B BF16 and AWQ under vLLM 0.20.1 on A100), entered as fitting figures before
+# any score and moved here unchanged, first measured at the same rules: 55.1%, 1 within 10%. Kept out of every fit
+# (docs/holdout.md, "H43 and H44").
+FORTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.2918
+FORTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.5515
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -424,7 +434,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -472,7 +482,9 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H39-", 36, THIRTY_NINTH_HELD_OUT_WITH_THE_WINDOW_AND_HOPPER_PROMPTS),
                                      ("H40-", 2, FORTIETH_HELD_OUT_FIRST_MEASURED),
                                      ("H41-", 6, FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS),
-                                     ("H42-", 12, FORTY_SECOND_HELD_OUT_FIRST_MEASURED)):
+                                     ("H42-", 12, FORTY_SECOND_HELD_OUT_FIRST_MEASURED),
+                                     ("H43-", 55, FORTY_THIRD_HELD_OUT_FIRST_MEASURED),
+                                     ("H44-", 20, FORTY_FOURTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
