@@ -329,6 +329,17 @@ FORTY_SECOND_HELD_OUT_FIRST_MEASURED = 0.3231
 # (docs/holdout.md, "H43 and H44").
 FORTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.2918
 FORTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.5515
+# The forty-fifth (cases H45-*), memory: 53 fine-tuning peak-memory figures from 3 sources no file cited (LitGPT's
+# 2023 resource tables: LoRA and QLoRA on A100 40GB, 1-4 GPUs; fms-acceleration's A100 80GB benchmark references: the
+# Hugging Face Trainer's full, LoRA and QLoRA runs of SantaCoder, Mistral 7B, Mixtral 8x7B and Llama 2 70B; PEFT's
+# DeepSpeed and FSDP docs), entered and committed (9fd4b25) before scoring, first measured at f493ada's rules: median
+# |error| 16.1%, 17 within 10%, 36 within 25%. The thirty-third stop compared each figure with the quantity its source
+# names (allocated, reserved, the card's use), counted the activations of layers run as PyTorch modules and the LoRA
+# adapters' layers the sources state (docs/accuracy.md, thirty-third stop), which takes it to 9.3% and the tenth set
+# (LitGPT's and ms-swift's tables) from 18.5% to 9.8%. Kept out of every fit (docs/holdout.md, "H45").
+FORTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.161
+FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS = 0.0929
+TENTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS = 0.0976
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -436,7 +447,7 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
     """Out of sample by construction: no fit and no choice saw these sources."""
     assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
-               or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-")) and c.group == "memory") for c in held_out)
+               or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-", "H45-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
     assert not {c.source["url"] for c in unseen} & {c.source["url"] for c in cases}
     assert not {c.source["id"] for c in held_out} & {c.source["id"] for c in cases}
@@ -450,7 +461,7 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H7-", 16, SEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H8-", 51, EIGHTH_HELD_OUT_FIRST_MEASURED),
                                      ("H9-", 30, NINTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H10-", 77, TENTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H10-", 77, TENTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS),
                                      ("H11-", 32, ELEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H12-", 36, TWELFTH_HELD_OUT_FIRST_MEASURED),
                                      ("H13-", 18, THIRTEENTH_HELD_OUT_WITH_FLOAT8_OUTPUTS),
@@ -484,7 +495,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H41-", 6, FORTY_FIRST_HELD_OUT_WITH_HOPPER_MXFP4_PROMPTS),
                                      ("H42-", 12, FORTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H43-", 55, FORTY_THIRD_HELD_OUT_FIRST_MEASURED),
-                                     ("H44-", 20, FORTY_FOURTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H44-", 20, FORTY_FOURTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H45-", 53, FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())

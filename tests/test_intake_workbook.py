@@ -42,7 +42,11 @@ TYPED = [  # (key, what a person typed, the value after validation), on top of B
     ("samples", "1M", 1_000_000),
     ("training_framework", "NeMo", "megatron"),
     ("training_framework", "torchtitan ", "torchtitan"),
-    ("training_framework", "HF Accelerate", "fsdp"),
+    ("training_framework", "HF Accelerate", "hf-transformers"),
+    ("training_framework", "LitGPT", "hf-transformers"),
+    ("training_framework", "NeMo AutoModel", "fsdp"),
+    ("lora_targets", "q,v", "query-value"),
+    ("sequence_lengths", "packed", "fixed"),
 ]
 
 

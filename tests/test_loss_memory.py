@@ -20,7 +20,7 @@ def software(ruleset, name, **intake):
 
 
 def test_a_plain_pytorch_loss_holds_twice_megatrons_logits(ruleset):
-    # 2,048 tokens x 151,936 = 311.2 M logits. Hugging Face's Trainer (fsdp) runs F.cross_entropy(logits.float()):
+    # 2,048 tokens x 151,936 = 311.2 M logits. A plain PyTorch loop (fsdp) runs F.cross_entropy(logits.float()):
     # 12 bytes each at the backward's peak = 3.734 GB; Megatron-Core's in-place loss 6 bytes = 1.867 GB. The rest of
     # the activations are the same, so the two differ by 6 x 311.2 M = 1.867 GB
     trainer, megatron = software(ruleset, "fsdp"), software(ruleset, "megatron")
@@ -39,6 +39,6 @@ def test_fused_losses_hold_less(ruleset):
 
 def test_the_loss_follows_the_vocabulary(ruleset):
     # A 32,000-token vocabulary (a custom model's default) at the same length: 12 x 2,048 x 32,000 = 0.786 GB of loss
-    # under the Trainer, against 3.734 GB at 151,936 tokens; the difference is 12 x 2,048 x 119,936 = 2.947 GB
+    # under a plain PyTorch loss, against 3.734 GB at 151,936 tokens; the difference is 12 x 2,048 x 119,936 = 2.947 GB
     small = software(ruleset, "fsdp", vocab_size=32000)
     assert software(ruleset, "fsdp")["activations_gb"] - small["activations_gb"] == pytest.approx(2.947, abs=1e-3)

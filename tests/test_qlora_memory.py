@@ -21,9 +21,9 @@ def weights(ruleset, **intake):
 
 
 def test_peft_keeps_the_embedding_and_head_in_fp32_beside_the_4_bit_weights(ruleset):
-    # The Hugging Face stack (fsdp): 1.837e9 - 622.3M = 1.2147e9 weights in NF4 at 0.516 bytes = 0.6268 GB, the
+    # The Hugging Face stack (hf-transformers): 1.837e9 - 622.3M = 1.2147e9 weights in NF4 at 0.516 bytes = 0.6268 GB, the
     # embedding and head at 4 bytes = 2.4893 GB, LoRA's own in 16 bits; torchtune keeps the two at 2 bytes
-    peft, torchtune = weights(ruleset, training_framework="fsdp"), weights(ruleset, training_framework="torchtune")
+    peft, torchtune = weights(ruleset, training_framework="hf-transformers"), weights(ruleset, training_framework="torchtune")
     assert peft["qlora_kept_params"] == EMBEDDING and (peft["qlora_kept_bytes"], torchtune["qlora_kept_bytes"]) == (4, 2)
     lora = peft["lora_params"] * 2 / 1e9
     assert peft["weights_gb"] == pytest.approx((1.837e9 - EMBEDDING) * 0.516 / 1e9 + EMBEDDING * 4 / 1e9 + lora)
@@ -32,6 +32,6 @@ def test_peft_keeps_the_embedding_and_head_in_fp32_beside_the_4_bit_weights(rule
 
 def test_lora_on_16_bit_weights_keeps_nothing_apart(ruleset):
     # plain LoRA stores every weight at 16 bits already: no parameter is set apart
-    lora = weights(ruleset, finetune_method="lora", training_framework="fsdp")
+    lora = weights(ruleset, finetune_method="lora", training_framework="hf-transformers")
     assert lora["qlora_kept_params"] == 0
     assert lora["weights_gb"] == pytest.approx(1.837e9 * 2 / 1e9 + lora["lora_params"] * 2 / 1e9)

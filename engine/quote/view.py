@@ -55,7 +55,7 @@ MEMORY_PARTS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb", 
 # Defaults that shape the figures, in the order the Assumptions list them when the intake left
 # them out (any other default the form filled in follows).
 ASSUMED = ("gpu_count", "serving_engine", "training_framework", "utilization", "scaling_efficiency",
-           "precision", "weight_precision", "kv_cache_precision", "finetune_method", "lora_rank", "epochs", "optimizer",
+           "precision", "weight_precision", "kv_cache_precision", "finetune_method", "lora_rank", "lora_targets", "epochs", "optimizer",
            "activation_checkpointing", "zero_stage", "tensor_parallel", "pipeline_parallel",
            "gpus_per_node", "global_batch_size", "micro_batch_size", "flash_attention",
            "gpu_hour_price", "currency", "optimize_for")
