@@ -78,3 +78,14 @@ def test_the_allocator_never_holds_more_than_the_card_leaves(ruleset):
     assert v["peak_allocated_gb"] * 1.26 > card - 1.0 > v["peak_allocated_gb"]
     assert v["peak_reserved_gb"] == pytest.approx(card - 1.0)
 
+
+
+def test_a_fine_tuning_intake_that_names_no_software_is_quoted_on_the_hugging_face_stack(ruleset):
+    # fine-tuning without training_framework: the Hugging Face stack and its module activations (120,320 bytes a
+    # token and layer, as above); pretraining without one: Megatron-Core's fused layers
+    unnamed = {k: v for k, v in BASE.items() if k != "training_framework"}
+    fine_tuning = evaluate(unnamed, ruleset, only=KEYS).values
+    assert fine_tuning["training_framework_used"] == "hf-transformers" and fine_tuning["module_bytes_per_token"] == 120320
+    pretraining = {k: v for k, v in unnamed.items() if k not in ("finetune_method", "lora_rank")}
+    assert evaluate({**pretraining, "workload": "pretraining"}, ruleset,
+                    only=["training_framework_used"]).values["training_framework_used"] == "megatron"
