@@ -89,3 +89,10 @@ def test_a_fine_tuning_intake_that_names_no_software_is_quoted_on_the_hugging_fa
     pretraining = {k: v for k, v in unnamed.items() if k not in ("finetune_method", "lora_rank")}
     assert evaluate({**pretraining, "workload": "pretraining"}, ruleset,
                     only=["training_framework_used"]).values["training_framework_used"] == "megatron"
+
+
+def test_fp32_training_keeps_every_activation_at_four_bytes(ruleset):
+    # the same layer in FP32 without mixed precision: every saved tensor at 4 bytes instead of 2, twice the bytes
+    half, full = run(ruleset, precision="bf16"), run(ruleset, precision="fp32")
+    assert full["activation_bytes_per_layer"] == pytest.approx(2 * half["activation_bytes_per_layer"])
+
