@@ -29,7 +29,8 @@ INPUT_TYPES = {
 
 # Added keys the rules use (DESIGN.md §4: "Add keys freely; do not rename these").
 EXTRA_INPUT_TYPES = {
-    "micro_batch_size": "number", "lora_rank": "number", "lora_targets": "text", "sequence_lengths": "text", "flash_attention": "bool",
+    "micro_batch_size": "number", "lora_rank": "number", "lora_targets": "text", "sequence_lengths": "text",
+    "flash_attention": "bool",
     "requests_total": "number", "tokens_per_sample": "number", "network_gb_s_per_gpu": "number",
     "virtual_pipeline_stages": "number", "context_parallel": "number", "expert_parallel": "number",
     "optimize_for": "text", "pipeline_schedule": "text", "training_framework": "text",
