@@ -340,6 +340,12 @@ FORTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.5515
 FORTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.161
 FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS = 0.0929
 TENTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS = 0.0960
+# The forty-sixth (cases H46-*): 14 small-batch serving figures of vLLM on NVIDIA (Qwen2.5-72B BF16 at TP 2 and 4 on
+# H100, one of them vLLM 0.22.1; QwQ-32B at TP 2/4/8 on A100 80GB under vLLM 0.7.2) from 3 sources no file cited
+# (tt-inference-server #143, yobitelcomm/bench, vLLM #16300), entered and committed (aad99ed) before scoring, first
+# measured at d0986c4's rules: median |error| 14.06%, 2 within 10%, 12 within 25% (docs/holdout.md, "H46"). Kept out
+# of every fit.
+FORTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.1406
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -445,7 +451,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-", "H45-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -496,7 +502,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H42-", 12, FORTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H43-", 55, FORTY_THIRD_HELD_OUT_FIRST_MEASURED),
                                      ("H44-", 20, FORTY_FOURTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H45-", 53, FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS)):
+                                     ("H45-", 53, FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS),
+                                     ("H46-", 14, FORTY_SIXTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
