@@ -346,6 +346,12 @@ TENTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS = 0.0960
 # measured at d0986c4's rules: median |error| 14.06%, 2 within 10%, 12 within 25% (docs/holdout.md, "H46"). Kept out
 # of every fit.
 FORTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.1406
+# The forty-seventh (cases H47-*): 57 serving figures from 5 sources no file cited (an RTX 3090 under vLLM 0.4.1,
+# LMDeploy 0.4.0 and TensorRT-LLM 0.9.0 at 1-8 requests/s; an A100 PCIe 40GB under vLLM 0.9.1 and SGLang 0.4.7; an
+# L40S under vLLM 0.10.2 and SGLang; vLLM's MI300X recipe PR #431; a T4 under vLLM 0.8.4), entered and committed (3fc9c11)
+# before scoring, first measured at d0986c4's rules: median |error| 21.03%, 9 within 10%, 33 within 25%
+# (docs/holdout.md, "H47"). Kept out of every fit.
+FORTY_SEVENTH_HELD_OUT_FIRST_MEASURED = 0.2104
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -451,7 +457,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-", "H47-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-", "H45-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -503,7 +509,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H43-", 55, FORTY_THIRD_HELD_OUT_FIRST_MEASURED),
                                      ("H44-", 20, FORTY_FOURTH_HELD_OUT_FIRST_MEASURED),
                                      ("H45-", 53, FORTY_FIFTH_HELD_OUT_WITH_PYTORCH_MODULE_ACTIVATIONS),
-                                     ("H46-", 14, FORTY_SIXTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H46-", 14, FORTY_SIXTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H47-", 57, FORTY_SEVENTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
