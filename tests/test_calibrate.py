@@ -115,7 +115,10 @@ def test_a_calibrated_quote_reproduces_the_measurement(tmp_path, result):
         # users arriving one by one meet no wave of prompts: a first token sooner than the test run's
         served = quote(tmp_path, serving_intake(), "--calibration", calibration)["results"]
         assert served["ttft_ms"] < 0.5 * measured["ttft_ms"]
-        assert served["tpot_ms"] == pytest.approx(got["tpot_ms"], rel=0.05)
+        # ... and a time per token a little longer: arriving one by one, a request decodes through the other 63
+        # requests' prompts spread evenly over its gaps; in the test run's later groups (64 prompts of 1,024
+        # tokens in 8 passes of the 8,192-token budget) through the 56 of the other groups only
+        assert 1.0 < served["tpot_ms"] / got["tpot_ms"] < 63 / 56
     # the rules alone are further off than 5% on at least one of them: the calibration did the work
     assert any(abs(plain[q] / v - 1) > 0.05 for q, v in measured.items()), plain
     assert any(w.startswith("Calibrated on your measurement of Llama 3.1 8B, 1 × H100") for w in said(doc))
