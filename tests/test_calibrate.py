@@ -298,3 +298,31 @@ def test_explain_names_a_calibration_file_it_cannot_read(tmp_path):
     broken.write_text("factors: [1, 2\n", encoding="utf-8")
     proc = sizing("explain", intake, "tpot_ms", "--calibration", broken)
     assert proc.returncode == 2 and "calibration.yaml" in proc.stderr, proc.stderr
+
+
+def test_a_calibration_of_16_bit_weights_is_not_applied_to_4_bit_weights(tmp_path, vllm_calibration):
+    """The PoC ran BF16 weights; AWQ's 4-bit weights go through other kernels (Marlin, not cuBLAS), whose speed that
+    measurement says nothing about: the calibration records the weights' format and is not applied."""
+    plain = quote(tmp_path, serving_intake(weight_precision="awq"))
+    doc = quote(tmp_path, serving_intake(weight_precision="awq"), "--calibration", vllm_calibration)
+    assert doc["results"]["tpot_ms"] == pytest.approx(plain["results"]["tpot_ms"])
+    assert any("was not applied" in w for w in said(doc)) and not any("Calibrated" in w for w in said(doc))
+    from engine.calc.calibration import load_calibration
+    assert load_calibration(vllm_calibration).applies_to["weights"] == "bf16"
+
+
+def test_a_measurement_without_a_first_token_leaves_its_band(tmp_path):
+    """A result file with throughput and time per token but no time to first token calibrates the decoding speed:
+    the first token's band stays the evidence's, while the serving band narrows to the calibrated floor. Held out,
+    first tokens quoted from such a calibration strayed 46% at the median (docs/accuracy.md, thirty-fourth stop)."""
+    doc = json.loads((DATA / "vllm-benchmark-serving.json").read_text())
+    for key in ("mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms"):
+        doc.pop(key)
+    result = tmp_path / "no-ttft.json"
+    result.write_text(json.dumps(doc))
+    calibration = calibrate(tmp_path, SERVING, result)
+    test_run = {"requests_total": 640, "request_lengths": "fixed"}
+    plain = quote(tmp_path, serving_intake(**test_run))["results"]
+    got = quote(tmp_path, serving_intake(**test_run), "--calibration", calibration)["results"]
+    assert got["inference_band"] == pytest.approx(0.05)
+    assert got["first_token_band"] == pytest.approx(plain["first_token_band"]) and plain["first_token_band"] > 0.05

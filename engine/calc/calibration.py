@@ -27,7 +27,8 @@ TORCHTITAN = re.compile(r"\bstep:\s*(\d+).*?\btps:\s*" + NUMBER)
 FACTORS = {"calibration_speed": (0.05, 20.0), "calibration_prefill_time": (0.05, 20.0),
            "calibration_duty": (0.01, 1.5), "gemm_share": (0.01, 1.5)}
 AT_KEYS = ("gpu_count", "params", "batch", "prompt_tokens", "output_tokens")
-MATCH_KEYS = ("kind", "gpu", "serving_engine", "precision")
+# the weights' format too: 4-bit or FP8 weights run other kernels than 16-bit ones of the same precision setting
+MATCH_KEYS = ("kind", "gpu", "serving_engine", "precision", "weights")
 GRID = np.exp(np.linspace(math.log(0.05), math.log(20), 241))
 
 
@@ -255,7 +256,8 @@ def describe(values: dict, measurement: Measurement, ruleset) -> tuple[str, dict
     """(the measurement in words, where the calibration applies, the configuration measured)."""
     run = measured_values(values, measurement, ruleset)
     shape = evaluate(run, ruleset, only=["gpu_name", "model_name", "active_params", "is_inference",
-                                         "serving_engine_used", "batch_per_replica", "peak_basis"]).values
+                                         "serving_engine_used", "batch_per_replica", "peak_basis",
+                                         "weight_format"]).values
     inference = bool(shape.get("is_inference"))
     figures = {"output_tokens_per_s": "{:,.0f} tokens/s", "tpot_ms": "TPOT {:,.1f} ms", "ttft_ms": "TTFT {:,.0f} ms",
                "step_time_s": "{:,.2f} s per step", "tokens_per_s_per_gpu": "{:,.0f} tokens/s per GPU"}
@@ -268,6 +270,7 @@ def describe(values: dict, measurement: Measurement, ruleset) -> tuple[str, dict
                "precision": str(values.get("precision", shape.get("peak_basis", "")))}
     if inference:
         applies["serving_engine"] = str(shape.get("serving_engine_used", ""))
+        applies["weights"] = str(shape.get("weight_format", ""))
     at = {"gpu_count": float(run.get("gpu_count") or 1), "params": round(float(shape.get("active_params") or 0), -6)}
     if inference:
         at |= {"batch": float(shape.get("batch_per_replica") or 1), "prompt_tokens": float(run["prompt_tokens"]),
@@ -341,14 +344,15 @@ def _number(value) -> bool:
 def calibration_values(values: dict, calibration: Calibration, ruleset) -> dict:
     """The values a quote of this intake takes from the calibration: its factors and the measured
     configuration where the intake matches what was measured; otherwise only a note that it did not."""
-    shape = evaluate(values, ruleset, only=["is_inference", "serving_engine_used", "peak_basis"]).values
+    shape = evaluate(values, ruleset, only=["is_inference", "serving_engine_used", "peak_basis", "weight_format"]).values
     mine = {"kind": "inference" if shape.get("is_inference") else "training", "gpu": str(values.get("gpu", "")),
             "precision": str(values.get("precision", shape.get("peak_basis", ""))),
-            "serving_engine": str(shape.get("serving_engine_used", ""))}
+            "serving_engine": str(shape.get("serving_engine_used", "")), "weights": str(shape.get("weight_format", ""))}
     if any(mine.get(k) != v for k, v in calibration.applies_to.items()):
         return {"calibration_elsewhere": calibration.measured}
     at = {f"calibration_{k}": v for k, v in calibration.at.items()}
-    return {**calibration.factors, **at, "calibration_measured": calibration.measured}
+    return {**calibration.factors, **at, "calibration_measured": calibration.measured,
+            "calibration_first_token": "calibration_prefill_time" in calibration.factors}
 
 
 def calibration_document(words: str, applies: dict, at: dict, factors: dict, measured: dict,
