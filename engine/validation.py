@@ -382,9 +382,22 @@ def out_of_sample_errors(cv: CrossValidation, held_out: list[Case], ruleset) -> 
     estimates (each with its source left out of the fit), and the held-out runs' (validation/holdout.yaml), which
     no fit and no model choice saw before they were first measured. What the bands are made of: a held-out set
     marked `use: score` is measured against its first measurement but is not among them, as an input it rests on
-    was assumed (validation/holdout.yaml says which and why)."""
+    was assumed (validation/holdout.yaml says which and why), nor is a held-out run past the server's
+    capacity (`past_capacity`; no published run is)."""
     _, oos = cv_tables(cv)
-    return pd.concat([oos, compare(band_cases(held_out), ruleset)[list(oos.columns)]], ignore_index=True)
+    rows = pd.concat([oos, compare(band_cases(held_out), ruleset)[list(oos.columns)]], ignore_index=True)
+    return rows[~rows["case"].isin(past_capacity(held_out, ruleset))].reset_index(drop=True)
+
+
+def past_capacity(cases: list[Case], ruleset) -> set[str]:
+    """The runs sent requests faster than the rules find the server can answer them (`meets_throughput`): they
+    measured a queue that grew for as long as the run lasted (first tokens of seconds to tens of seconds), not the
+    server, and a quote past its capacity says the rate is not met rather than a time with a band. Scored like any
+    other figure, they are left out of what the bands rest on."""
+    rated = [c for c in cases if c.group == "inference" and c.intake.get("requests_per_second")]
+    return {c.id for c in rated
+            if evaluate(planned_values(c, ruleset), ruleset, only=["meets_throughput"]).values.get("meets_throughput")
+            is False}
 
 
 def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[dict]:
@@ -418,3 +431,48 @@ def evidence_bands(oos: pd.DataFrame, keys: dict[str, dict[str, str]]) -> list[d
     widest = max([every + OUTSIDE_MARGIN] + [r["band"] for r in out])
     out.append({"match": {}, "band": round(widest, 6), "figures": 0, "sources": int(rows["source"].nunique())})
     return out
+
+
+def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
+    """The held-out serving runs quoted as a customer's would be after one measurement: in each source, the first
+    figure of time per token or throughput of each GPU, serving software and precision calibrates the others
+    (`sizing calibrate`'s own fit, applied where it applies). One row per figure of the others: its error
+    uncalibrated and calibrated, its distance from the measured configuration (e-folds), the band the quote gives it
+    and whether the calibration applied. What the calibrated band's slope is measured on (rules/uncertainty.yaml)."""
+    from engine.calc.calibration import Calibration, Measurement, calibration_values, describe, fit
+    speed = ("tpot_ms", "output_tokens_per_s")
+    groups: dict[tuple, list[Case]] = {}
+    for case in cases:
+        if case.group == "inference":
+            key = (case.source["id"], case.intake.get("gpu"), case.intake.get("serving_engine"),
+                   case.intake.get("precision"))
+            groups.setdefault(key, []).append(case)
+    rows = []
+    for members in groups.values():
+        anchor = next((c for c in members if any(q in c.measured for q in speed)), None)
+        if anchor is None or len(members) < 2:
+            continue
+        values = planned_values(anchor, ruleset)
+        got = {q: float(anchor.comparable(q, float(v))) for q, v in anchor.measured.items() if q in speed + ("ttft_ms",)}
+        measurement = Measurement("held-out", got, {})
+        try:
+            factors, _ = fit(values, measurement, ruleset)
+        except SizingError:         # the rules cannot reach it with a calibration's factors: no calibration
+            continue
+        calibration = Calibration(*describe(values, measurement, ruleset), factors)
+        for case in members:
+            if case is anchor:
+                continue
+            base = planned_values(case, ruleset)
+            extra = calibration_values(base, calibration, ruleset)
+            applied = "calibration_elsewhere" not in extra
+            plain = evaluate(base, ruleset).values
+            calibrated = evaluate({**base, **extra}, ruleset).values if applied else plain
+            for quantity, measured in case.measured.items():
+                measured = float(case.comparable(quantity, float(measured)))
+                band = calibrated["first_token_band" if quantity.startswith("ttft") else "inference_band"]
+                rows.append({"case": case.id, "source": case.source["id"], "quantity": quantity, "applied": applied,
+                             "error": plain[quantity] / measured - 1, "calibrated_error": calibrated[quantity] / measured - 1,
+                             "distance": float(calibrated.get("calibration_distance") or 0) if applied else math.nan,
+                             "band": float(band)})
+    return pd.DataFrame(rows)
