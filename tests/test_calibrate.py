@@ -314,7 +314,8 @@ def test_a_calibration_of_16_bit_weights_is_not_applied_to_4_bit_weights(tmp_pat
 def test_a_measurement_without_a_first_token_leaves_its_band(tmp_path):
     """A result file with throughput and time per token but no time to first token calibrates the decoding speed:
     the first token's band stays the evidence's, while the serving band narrows to the calibrated floor. Held out,
-    first tokens quoted from such a calibration strayed 46% at the median (docs/accuracy.md, thirty-fourth stop)."""
+    first tokens quoted from such a calibration strayed 53% at the median, 39 figures (docs/accuracy.md, thirty-fourth
+    stop)."""
     doc = json.loads((DATA / "vllm-benchmark-serving.json").read_text())
     for key in ("mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms"):
         doc.pop(key)
@@ -326,3 +327,25 @@ def test_a_measurement_without_a_first_token_leaves_its_band(tmp_path):
     got = quote(tmp_path, serving_intake(**test_run), "--calibration", calibration)["results"]
     assert got["inference_band"] == pytest.approx(0.05)
     assert got["first_token_band"] == pytest.approx(plain["first_token_band"]) and plain["first_token_band"] > 0.05
+
+
+def test_calibrated_bands_hold_the_held_out_runs_near_the_measurement():
+    """Out of sample: each held-out source's first serving figure calibrates the others of its GPU, software and
+    precision (engine.validation.calibrated_held_out; scripts/calibrated_holdout.py prints it). Within one e-fold of the
+    measured configuration the calibrated band (5% + 20% per e-fold) held 80% of the 202 figures of time per token
+    and throughput when it was set (docs/accuracy.md, thirty-fourth stop); held here at 75% so that a new held-out
+    set may move it a little, where the slope before (4% per e-fold) held 69%. Near the measurement calibrating
+    helps: within half an e-fold the median error falls from 8.8% to 1.6%."""
+    import math
+
+    from engine.calc.evidence import HELD_OUT_CASES, load_cases
+    from engine.calc.ruleset import current_ruleset
+    from engine.validation import calibrated_held_out
+    table = calibrated_held_out(load_cases(HELD_OUT_CASES), current_ruleset())
+    speed = table[table["applied"] & ~table["quantity"].str.startswith("ttft")]
+    near = speed[speed["distance"] <= 1]
+    inside = near.apply(lambda r: abs(math.log1p(r["calibrated_error"])) <= math.log1p(r["band"]), axis=1)
+    assert len(near) >= 150 and inside.mean() >= 0.75, inside.mean()
+    nearest = speed[speed["distance"] < 0.5]
+    assert nearest["calibrated_error"].abs().median() <= 0.05 < nearest["error"].abs().median()
+    assert table["calibrated_error"].abs().median() < table["error"].abs().median()
