@@ -518,14 +518,23 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
 
 def test_a_held_out_case_marked_score_is_scored_but_no_evidence_for_the_bands(out_of_sample, held_out, held_out_table):
     """A held-out case whose intake rests on an assumed input is marked `use: score`: held to its set's measurement,
-    but the bands are built without it. H31 was so marked until its prompt lengths were found; with the datasets'
+    but the bands are built without it; so is a run past its server's capacity. H31 was so marked until its prompt lengths were found; with the datasets'
     own lengths its cases are checked like every other held-out case, and evidence for the bands."""
     import dataclasses
     from engine.calc.evidence import band_cases
     h31 = [c for c in held_out if c.id.startswith("H31-")]
     assert len(h31) == 34 and all(c.use == "check" for c in h31)
     assert {c.id for c in h31} <= set(out_of_sample["case"])
-    assert set(out_of_sample["case"]) >= {c.id for c in held_out if c.use == "check"}
+    # every checked case is evidence, but the runs sent requests faster than the rules find their server answers
+    # (engine.validation.past_capacity): H47's RTX 3090 rows at 5 and 8 requests/s, whose queues grew for the whole run
+    from engine.calc.ruleset import current_ruleset
+    from engine.validation import past_capacity
+    beyond = past_capacity(held_out, current_ruleset())
+    assert sorted(beyond) == sorted(f"H47-{n:02d}-zhjunqin-{stack}-llama3-8B-3090-sharegpt-rps{rate}"
+                                    for n, stack, rate in ((3, "vllm041", 5), (4, "vllm041", 8), (7, "lmdeploy040", 5),
+                                                           (8, "lmdeploy040", 8), (11, "trtllm090", 5), (12, "trtllm090", 8)))
+    assert set(out_of_sample["case"]) >= {c.id for c in held_out if c.use == "check"} - beyond
+    assert not beyond & set(out_of_sample["case"]) and beyond <= set(held_out_table["case"])
     assumed = dataclasses.replace(h31[0], use="score")
     assert band_cases([assumed, *h31[1:]]) == h31[1:]
 

@@ -59,8 +59,8 @@ def _broken(home, file: str, old: str, new: str):
      "formula: 10 * training_tokens / (training_time_hours * goodput_used * 3600) / gpu_count",
      BERT, "impossible_training_rate"),
     # decode ten times faster than reading 13.5 GB of weights at 3,350 GB/s (4.0 ms) allows
-    ("inference.yaml", "formula: (decode_only_step_s + (decode_step_s - decode_only_step_s)",
-     "formula: 0.1 * (decode_only_step_s + (decode_step_s - decode_only_step_s)", LLAMA_DECODE,
+    ("inference.yaml", "formula: if(repeat_waves, (1 - first_wave_share) * later_wave_tpot_s",
+     "formula: 0.1 * if(repeat_waves, (1 - first_wave_share) * later_wave_tpot_s", LLAMA_DECODE,
      "impossible_decode_speed"),
     # the slip this guard was written after: a custom mixture of experts without expert counts had its experts counted
     # twice over, 2 x (228.69 - 11.03) = 435.3 B, and a step of 256 requests, which touches every expert, read them
