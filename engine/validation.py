@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from engine.calc import calibration as customer
 from engine.calc.evaluate import evaluate
 from engine.calc.evidence import GROUPS, Case, band_cases
 from engine.calc.fitting import (Coefficient, Rows, cell_value, describe, estimates, fit, fit_folds, informed_by,
@@ -438,8 +439,8 @@ def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
     figure of time per token or throughput of each GPU, serving software and precision calibrates the others
     (`sizing calibrate`'s own fit, applied where it applies). One row per figure of the others: its error
     uncalibrated and calibrated, its distance from the measured configuration (e-folds), the band the quote gives it
-    and whether the calibration applied. What the calibrated band's slope is measured on (rules/uncertainty.yaml)."""
-    from engine.calc.calibration import Calibration, Measurement, calibration_values, describe, fit
+    and whether the calibration applied. What the calibrated band's slope (rules/uncertainty.yaml) and the distance over
+    which the correction fades (rules/calibration.yaml) are measured on."""
     speed = ("tpot_ms", "output_tokens_per_s")
     groups: dict[tuple, list[Case]] = {}
     for case in cases:
@@ -453,18 +454,19 @@ def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
         if anchor is None or len(members) < 2:
             continue
         values = planned_values(anchor, ruleset)
-        got = {q: float(anchor.comparable(q, float(v))) for q, v in anchor.measured.items() if q in speed + ("ttft_ms",)}
-        measurement = Measurement("held-out", got, {})
+        got = {q: float(anchor.comparable(q, float(v))) for q, v in anchor.measured.items()
+               if q in speed + ("ttft_ms",)}
+        measurement = customer.Measurement("held-out", got, {})
         try:
-            factors, _ = fit(values, measurement, ruleset)
+            factors, _ = customer.fit(values, measurement, ruleset)
         except SizingError:         # the rules cannot reach it with a calibration's factors: no calibration
             continue
-        calibration = Calibration(*describe(values, measurement, ruleset), factors)
+        calibration = customer.Calibration(*customer.describe(values, measurement, ruleset), factors)
         for case in members:
             if case is anchor:
                 continue
             base = planned_values(case, ruleset)
-            extra = calibration_values(base, calibration, ruleset)
+            extra = customer.calibration_values(base, calibration, ruleset)
             applied = "calibration_elsewhere" not in extra
             plain = evaluate(base, ruleset).values
             calibrated = evaluate({**base, **extra}, ruleset).values if applied else plain
@@ -472,7 +474,8 @@ def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
                 measured = float(case.comparable(quantity, float(measured)))
                 band = calibrated["first_token_band" if quantity.startswith("ttft") else "inference_band"]
                 rows.append({"case": case.id, "source": case.source["id"], "quantity": quantity, "applied": applied,
-                             "error": plain[quantity] / measured - 1, "calibrated_error": calibrated[quantity] / measured - 1,
+                             "error": plain[quantity] / measured - 1,
+                             "calibrated_error": calibrated[quantity] / measured - 1,
                              "distance": float(calibrated.get("calibration_distance") or 0) if applied else math.nan,
                              "band": float(band)})
     return pd.DataFrame(rows)
