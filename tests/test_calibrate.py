@@ -149,9 +149,14 @@ def test_the_correction_carries_through_the_physics_fades_away_and_the_band_wide
     assert mid["tpot_ms"] == pytest.approx(faded["tpot_ms"], rel=1e-6)
     assert mid["tpot_ms"] != pytest.approx(plain_mid["tpot_ms"], rel=0.01)
     assert mid["tpot_ms"] / plain_mid["tpot_ms"] != pytest.approx(1 / factors["calibration_speed"] ** reach, rel=0.01)
-    # one request of 256 tokens is ln 64 + ln 4 = 5.55 e-folds away: past the fade, the rules alone, their band
+    # one request of 256 tokens is ln 64 + ln 4 = 5.55 e-folds away: past the fade, the rules alone, their band, and
+    # the quote says so rather than "calibrated"
     assert far["calibration_reach"] == 0
     assert far["tpot_ms"] == pytest.approx(plain_far["tpot_ms"]) and far["inference_band"] == plain_far["inference_band"]
+    assert far["first_token_band"] == plain_far["first_token_band"]
+    told = said(quote(tmp_path, serving_intake(concurrency=1, prompt=256), "--calibration", vllm_calibration))
+    assert any(w.startswith("Your measurement of Llama 3.1 8B") and "too far" in w for w in told), told
+    assert not any(w.startswith("Calibrated on your measurement") for w in told)
     assert far["tpot_ms"] >= far["floor_tpot_ms"]
 
 
