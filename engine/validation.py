@@ -438,9 +438,10 @@ def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
     """The held-out serving runs quoted as a customer's would be after one measurement: in each source, the first
     figure of time per token or throughput of each GPU, serving software and precision calibrates the others
     (`sizing calibrate`'s own fit, applied where it applies). One row per figure of the others: its error
-    uncalibrated and calibrated, its distance from the measured configuration (e-folds), the band the quote gives it
-    and whether the calibration applied. What the calibrated band's slope (rules/uncertainty.yaml) and the distance over
-    which the correction fades (rules/calibration.yaml) are measured on."""
+    uncalibrated and calibrated, its distance from the measured configuration (e-folds), the band the quote gives it,
+    whether the calibrated figure lands inside that band (as a ratio either way) and whether the calibration applied.
+    What the calibrated band's slope (rules/uncertainty.yaml) and the distance over which the correction fades
+    (rules/calibration.yaml) are measured on."""
     speed = ("tpot_ms", "output_tokens_per_s")
     groups: dict[tuple, list[Case]] = {}
     for case in cases:
@@ -477,5 +478,6 @@ def calibrated_held_out(cases: list[Case], ruleset) -> pd.DataFrame:
                              "error": plain[quantity] / measured - 1,
                              "calibrated_error": calibrated[quantity] / measured - 1,
                              "distance": float(calibrated.get("calibration_distance") or 0) if applied else math.nan,
-                             "band": float(band)})
+                             "band": float(band),
+                             "inside": abs(math.log(calibrated[quantity] / measured)) <= math.log1p(float(band))})
     return pd.DataFrame(rows)

@@ -266,16 +266,23 @@ def describe(values: dict, measurement: Measurement, ruleset) -> tuple[str, dict
             if inference and run.get("concurrency") else "")
     words = (f"{shape.get('model_name') or values.get('model')}, {run.get('gpu_count', 1)} × "
              f"{shape.get('gpu_name') or values.get('gpu')}, {measurement.tool}{load}: {said}")
-    applies = {"kind": "inference" if inference else "training", "gpu": str(values.get("gpu", "")),
-               "precision": str(values.get("precision", shape.get("peak_basis", "")))}
-    if inference:
-        applies["serving_engine"] = str(shape.get("serving_engine_used", ""))
-        applies["weights"] = str(shape.get("weight_format", ""))
+    applies = _configuration(values, shape)
     at = {"gpu_count": float(run.get("gpu_count") or 1), "params": round(float(shape.get("active_params") or 0), -6)}
     if inference:
         at |= {"batch": float(shape.get("batch_per_replica") or 1), "prompt_tokens": float(run["prompt_tokens"]),
                "output_tokens": float(run["output_tokens"])}
     return words, applies, at
+
+
+def _configuration(values: dict, shape: dict) -> dict[str, str]:
+    """What a calibration must match (MATCH_KEYS), the same for the measured system and a quote: the workload's kind,
+    the GPU and precision, and when serving the software and the weights' format."""
+    out = {"kind": "inference" if shape.get("is_inference") else "training", "gpu": str(values.get("gpu", "")),
+           "precision": str(values.get("precision", shape.get("peak_basis", "")))}
+    if shape.get("is_inference"):
+        out |= {"serving_engine": str(shape.get("serving_engine_used", "")),
+                "weights": str(shape.get("weight_format", ""))}
+    return out
 
 
 # ----------------------------------------------------------------- calibration files
@@ -344,10 +351,9 @@ def _number(value) -> bool:
 def calibration_values(values: dict, calibration: Calibration, ruleset) -> dict:
     """The values a quote of this intake takes from the calibration: its factors and the measured
     configuration where the intake matches what was measured; otherwise only a note that it did not."""
-    shape = evaluate(values, ruleset, only=["is_inference", "serving_engine_used", "peak_basis", "weight_format"]).values
-    mine = {"kind": "inference" if shape.get("is_inference") else "training", "gpu": str(values.get("gpu", "")),
-            "precision": str(values.get("precision", shape.get("peak_basis", ""))),
-            "serving_engine": str(shape.get("serving_engine_used", "")), "weights": str(shape.get("weight_format", ""))}
+    shape = evaluate(values, ruleset,
+                     only=["is_inference", "serving_engine_used", "peak_basis", "weight_format"]).values
+    mine = _configuration(values, shape)
     if any(mine.get(k) != v for k, v in calibration.applies_to.items()):
         return {"calibration_elsewhere": calibration.measured}
     at = {f"calibration_{k}": v for k, v in calibration.at.items()}
