@@ -362,6 +362,12 @@ FORTY_EIGHTH_HELD_OUT_FIRST_MEASURED = 0.2130
 # benchmark page, which no file cited, entered and committed (b1c9982) before scoring, first measured at 846df0b's rules:
 # median |error| 166.3%, none within 25% — every figure quoted 2-3x fast (docs/holdout.md, "H49"). Kept out of every fit.
 FORTY_NINTH_HELD_OUT_FIRST_MEASURED = 1.664
+# The fiftieth (cases H50-*): 70 serving figures of DeepSeek-family models from 3 sources no file cited — DeepSeek-R1 FP8
+# under vLLM 0.9.0.1 at TP 16 over 2x8 H20 at 1-64 requests (tkestack/tke-ai-playbook), SGLang's bench_one_batch at one
+# request on 8x H200 (DataCrunch's research blogs), Kimi-K2-Thinking INT4 on 8x H100 under vLLM (jwt625/PlayGround) —
+# entered and committed (41777e9) AFTER this stop's DeepSeek changes, first measured at their rules (5526b41): median
+# |error| 35.36%, 2 within 10%, 11 within 25% (73.77% at 846df0b's rules; docs/holdout.md, "H50"). Kept out of every fit.
+FIFTIETH_HELD_OUT_FIRST_MEASURED = 0.3537
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -467,7 +473,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-", "H47-", "H48-", "H49-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-", "H47-", "H48-", "H49-", "H50-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-", "H45-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -522,7 +528,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H46-", 14, FORTY_SIXTH_HELD_OUT_FIRST_MEASURED),
                                      ("H47-", 57, FORTY_SEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H48-", 60, FORTY_EIGHTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H49-", 24, FORTY_NINTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H49-", 24, FORTY_NINTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H50-", 70, FIFTIETH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
