@@ -99,6 +99,9 @@ def test_the_deadline_rules_out_too_few_gpus_and_the_cheapest_that_meets_it_is_r
     ({"customer": "Test Co.", "workload": "online-inference", "model": "llama-3-8b", "precision": "bf16",
       "gpu": "nvidia-l40s", "gpu_count": 2, "prompt_tokens": 2000, "output_tokens": 300,
       "requests_per_second": 3}, {"gpu_count": [1, 2, 4]}),
+    ({"customer": "Test Co.", "workload": "online-inference", "model": "deepseek-v3", "precision": "fp8",
+      "gpu": "nvidia-h100-sxm5-80gb", "gpu_count": 16, "serving_engine": "vllm", "prompt_tokens": 1000,
+      "output_tokens": 1000, "concurrency": 16}, {"gpu_count": [8, 16, 32]}),
 ])
 def test_the_sweep_equals_the_planner_and_one_scenario_at_a_time(ruleset, values, grid):
     result = sweep(values, ruleset, grid)
@@ -191,3 +194,32 @@ def test_sweep_says_why_nothing_qualifies_and_writes_its_table(tmp_path):
 def test_a_hostile_or_huge_grid_is_refused_in_one_sentence(counts, words):
     proc = _sizing("sweep", ROOT / "samples" / "seed002-bert-base-8xv100.yaml", "--gpu-count", counts)
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+DEEPSEEK_16 = {"customer": "Test Co.", "workload": "online-inference", "model": "deepseek-v3", "precision": "fp8",
+               "gpu": "H100", "gpu_count": 16, "serving_engine": "vllm", "prompt_tokens": 1000, "output_tokens": 1000,
+               "concurrency": 16}
+
+
+def test_a_model_bigger_than_a_node_is_pipelined_one_stage_per_node(ruleset):
+    # DeepSeek-V3 in FP8 is 673 GB of weights; one node of 8 H100s holds 8 x 80 GB (its weights' share of it, 60%:
+    # 410 GB), so no tensor-parallel width within the node fits. Over 16 GPUs vLLM runs one pipeline stage per node,
+    # each node's 8 GPUs splitting every layer (TP 8 x PP 2): 673 / 16 = 42 GB of weights a GPU
+    plan = plan_layout(DEEPSEEK_16, ruleset)
+    assert plan.fits
+    assert (plan.chosen["tensor_parallel"], plan.chosen["pipeline_parallel"]) == (8, 2)
+    values = evaluate(DEEPSEEK_16, ruleset, layout=plan.chosen).values
+    assert values["fits_in_memory"] and values["memory_per_gpu_gb"] < 80
+
+
+def test_one_node_too_small_says_so_and_a_stack_without_pipelines_is_not_given_one(ruleset):
+    # 8 H100s cannot hold it at any layout; TGI shards by tensor parallelism only, so 16 GPUs do not help it either
+    assert not plan_layout({**DEEPSEEK_16, "gpu_count": 8}, ruleset).fits
+    tgi = plan_layout({**DEEPSEEK_16, "serving_engine": "tgi"}, ruleset)
+    assert not tgi.fits and tgi.chosen.get("pipeline_parallel", 1) == 1
+
+
+def test_a_model_that_fits_a_node_is_never_pipelined(ruleset):
+    # Llama 3.1 70B in BF16 (141 GB) fits one node: sixteen H100s serve it as replicas, never as a pipeline
+    plan = plan_layout({**DEEPSEEK_16, "model": "llama-3.1-70b", "precision": "bf16"}, ruleset)
+    assert plan.fits and plan.chosen.get("pipeline_parallel", 1) == 1

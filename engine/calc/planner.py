@@ -18,7 +18,7 @@ TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memor
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
                    "concurrency_used", "memory_concurrency", "meets_latency_targets", "replica_max_batch", "dp")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq",
-         "pp", "stack_layer_split")
+         "pp", "stack_layer_split", "stack_node_pipeline", "weights_total_gb", "gpu_memory_gb", "weights_memory_share")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
 # Recomputing only as many layers as memory needs (Megatron-LM --recompute-method block
 # --recompute-num-layers, NeMo activations_checkpoint_num_layers): the planner's recompute is full
@@ -175,6 +175,8 @@ def chosen_layout(frame, columns: dict, best: int, workload: str, given: dict) -
     chosen = {k: _plain(columns[k][best]) for k in columns}
     if chosen.get("recompute_share") in (0, 1):     # none or every layer: what activation_checkpointing says
         del chosen["recompute_share"]
+    if workload not in TRAINING and chosen.get("pipeline_parallel") == 1:   # serving's default: one stage
+        del chosen["pipeline_parallel"]
     if workload not in TRAINING and (workload != ONLINE or "concurrency" in given):
         chosen["concurrency"] = _plain(frame["concurrency_used"][best])
     return chosen
@@ -306,23 +308,43 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
     gpus = _count(values.get("gpu_count"))
     heads = _count(shape.get("n_heads"))
     per_node = _count(shape.get("gpus_per_node_used")) or 8
-    # a pipeline's stages each take their own GPUs; software that splits a model by layers
-    # (serving.yaml, stack_layer_split) does not also split each layer
-    stages = _count(shape.get("pp")) or 1
-    per_stage = max(gpus // stages, 1)
-    tps = [1] if shape.get("stack_layer_split") else \
-        [t for t in _pow2(min(per_node, per_stage)) if per_stage % t == 0 and (not heads or heads % t == 0)]
-    tps = [given["tensor_parallel"]] if "tensor_parallel" in given else tps or [1]
+    stages = _count(shape.get("pp")) or 1      # a pipeline's stages each take their own GPUs
+    splits = [(tp, pp) for pp in _serving_stages(shape, given, gpus, per_node, stages)
+              for tp in _serving_tps(shape, given, per_node, max(gpus // pp, 1), heads)
+              if pp == 1 or tp * pp <= gpus]
     if workload == ONLINE and "concurrency" not in given:
-        batches = _batches(MAX_BATCH)
-        rows = [(tp, b * max(gpus // (tp * stages), 1)) for tp in tps for b in batches]
-        columns = {"tensor_parallel": np.asarray([r[0] for r in rows], dtype=float),
-                   "concurrency": np.asarray([r[1] for r in rows], dtype=float)}
+        rows = [(tp, pp, b * max(gpus // (tp * pp), 1)) for tp, pp in splits for b in _batches(MAX_BATCH)]
     else:
-        columns = {"tensor_parallel": np.asarray(tps, dtype=float)}
-    if stages > 1:      # the stages the intake gave, or the layer split the software makes: shown with the layout
-        columns["pipeline_parallel"] = np.full(len(columns["tensor_parallel"]), float(stages))
+        rows = [(tp, pp, None) for tp, pp in splits]
+    columns = {"tensor_parallel": np.asarray([r[0] for r in rows], dtype=float)}
+    if rows[0][2] is not None:
+        columns["concurrency"] = np.asarray([r[2] for r in rows], dtype=float)
+    if any(r[1] > 1 for r in rows):     # the stages the intake gave, the software's layer split, or a model
+        columns["pipeline_parallel"] = np.asarray([r[1] for r in rows], dtype=float)  # too big for one node
     return columns
+
+
+def _serving_tps(shape: dict, given: dict, per_node: int, per_stage: int, heads: int) -> list[int]:
+    """Tensor-parallel widths within one node and one stage's GPUs that divide the heads; software that
+    splits a model by layers across GPUs (serving.yaml, stack_layer_split) does not also split each layer."""
+    if "tensor_parallel" in given:
+        return [given["tensor_parallel"]]
+    if shape.get("stack_layer_split"):
+        return [1]
+    return [t for t in _pow2(min(per_node, per_stage)) if per_stage % t == 0 and (not heads or heads % t == 0)] or [1]
+
+
+def _serving_stages(shape: dict, given: dict, gpus: int, per_node: int, stages: int) -> list[int]:
+    """The pipeline stages weighed: the intake's or the software's layer split; otherwise one, and, when
+    the weights outgrow one node's GPUs (their share of its memory, as `tp` takes it), one stage per node
+    (vLLM --pipeline-parallel-size, SGLang --pp-size): tensor parallelism stays inside a node's links."""
+    if stages > 1 or "pipeline_parallel" in given or "tensor_parallel" in given or not shape.get("stack_node_pipeline"):
+        return [stages]
+    memory, share = positive(shape.get("gpu_memory_gb")), positive(shape.get("weights_memory_share"))
+    weights = positive(shape.get("weights_total_gb"))
+    if not (memory and share and weights) or weights <= per_node * memory * share:
+        return [1]
+    return [1] + [p for p in _pow2(gpus // per_node) if p > 1]
 
 
 def _serving_keys(frame, columns, workload: str, values: dict) -> tuple[tuple, np.ndarray]:
