@@ -223,3 +223,12 @@ def test_a_model_that_fits_a_node_is_never_pipelined(ruleset):
     # Llama 3.1 70B in BF16 (141 GB) fits one node: sixteen H100s serve it as replicas, never as a pipeline
     plan = plan_layout({**DEEPSEEK_16, "model": "llama-3.1-70b", "precision": "bf16"}, ruleset)
     assert plan.fits and plan.chosen.get("pipeline_parallel", 1) == 1
+
+
+def test_a_layout_the_intake_gives_is_kept_even_when_it_asks_for_more_gpus_than_it_has(ruleset):
+    # TP 8 x PP 4 on 8 GPUs: the intake's layout is weighed as given (as before the planner learned to pipeline
+    # across servers), never dropped as a layout of the planner's own that does not fit the GPUs
+    values = {**DEEPSEEK_16, "model": "llama-3.1-70b", "precision": "bf16", "gpu_count": 8, "tensor_parallel": 8,
+              "pipeline_parallel": 4}
+    chosen = plan_layout(values, ruleset).chosen
+    assert (chosen["tensor_parallel"], chosen["pipeline_parallel"]) == (8, 4)

@@ -311,7 +311,7 @@ def _serving_candidates(values: dict, shape: dict, given: dict, workload: str) -
     stages = _count(shape.get("pp")) or 1      # a pipeline's stages each take their own GPUs
     splits = [(tp, pp) for pp in _serving_stages(shape, given, gpus, per_node, stages)
               for tp in _serving_tps(shape, given, per_node, max(gpus // pp, 1), heads)
-              if pp == 1 or tp * pp <= gpus]
+              if pp == stages or tp * pp <= gpus]      # the planner's own stages fit the GPUs; the intake's are kept
     if workload == ONLINE and "concurrency" not in given:
         rows = [(tp, pp, b * max(gpus // (tp * pp), 1)) for tp, pp in splits for b in _batches(MAX_BATCH)]
     else:
