@@ -18,7 +18,7 @@ TRAINING_OUTPUTS = ("step_time_s", "fits_in_memory", "memory_per_gpu_gb", "memor
 SERVING_OUTPUTS = ("output_tokens_per_s", "ttft_ms", "tpot_ms", "fits_in_memory", "memory_per_gpu_gb",
                    "concurrency_used", "memory_concurrency", "meets_latency_targets", "replica_max_batch", "dp")
 SHAPE = ("n_layers", "n_heads", "n_kv_heads", "gpus_per_node_used", "moe_total_experts", "is_moe", "seq",
-         "pp", "stack_layer_split", "stack_node_pipeline", "weights_total_gb", "gpu_memory_gb", "weights_memory_share")
+         "pp", "stack_layer_split", "node_pipeline_needed")
 MAX_BATCH = 4096            # the largest serving batch the planner tries (per replica counts below it)
 # Recomputing only as many layers as memory needs (Megatron-LM --recompute-method block
 # --recompute-num-layers, NeMo activations_checkpoint_num_layers): the planner's recompute is full
@@ -336,14 +336,10 @@ def _serving_tps(shape: dict, given: dict, per_node: int, per_stage: int, heads:
 
 def _serving_stages(shape: dict, given: dict, gpus: int, per_node: int, stages: int) -> list[int]:
     """The pipeline stages weighed: the intake's or the software's layer split; otherwise one, and, when
-    the weights outgrow one node's GPUs (their share of its memory, as `tp` takes it), one stage per node
-    (vLLM --pipeline-parallel-size, SGLang --pp-size): tensor parallelism stays inside a node's links."""
-    if stages > 1 or "pipeline_parallel" in given or "tensor_parallel" in given or not shape.get("stack_node_pipeline"):
+    the weights outgrow one node's GPUs (scaling.yaml, node_pipeline_needed), one stage per node (vLLM
+    --pipeline-parallel-size, SGLang --pp-size): tensor parallelism stays inside a node's links."""
+    if stages > 1 or {"pipeline_parallel", "tensor_parallel"} & set(given) or not shape.get("node_pipeline_needed"):
         return [stages]
-    memory, share = positive(shape.get("gpu_memory_gb")), positive(shape.get("weights_memory_share"))
-    weights = positive(shape.get("weights_total_gb"))
-    if not (memory and share and weights) or weights <= per_node * memory * share:
-        return [1]
     return [1] + [p for p in _pow2(gpus // per_node) if p > 1]
 
 
