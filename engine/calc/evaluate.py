@@ -256,12 +256,10 @@ def _coerce(value: Any, kind: str) -> Any:
 
 
 def _coerce_array(column, kind: str) -> np.ndarray:
+    """The column as its kind's array: the very array when it is one already, so that what the
+    look-ups know of it (lookups.repeat_rows) still holds."""
     column = np.asarray(column)
-    if kind == "number":
-        return column.astype(float)
-    if kind == "bool":
-        return column.astype(bool)
-    return column.astype(str)
+    return column.astype(float if kind == "number" else bool if kind == "bool" else str, copy=False)
 
 
 def _run(rule, formula, scope):

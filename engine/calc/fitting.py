@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.calc.evaluate import evaluate_columns, rules_read
 from engine.calc.formula import Formula
+from engine.calc.lookups import repeat_rows
 from engine.calc.yamlfile import line_of, load_yaml_file
 from engine.paths import HOME
 from engine.problems import Problem, SizingError
@@ -208,7 +209,7 @@ def estimates(rows: Rows, ruleset, overrides: dict[str, np.ndarray] | None = Non
               repeat: int = 1) -> np.ndarray:
     """Each row's estimated quantity, the rows repeated `repeat` times with per-copy overrides
     (of rules, or of table rows named "table[row]")."""
-    columns = {k: np.tile(c, repeat) for k, c in rows.columns.items()}
+    columns = {k: repeat_rows(c, repeat) for k, c in rows.columns.items()}
     count = len(rows) * repeat
     for name, column in _as_columns(rows, ruleset, overrides or {}, count).items():
         columns[name] = np.asarray(column, dtype=float)

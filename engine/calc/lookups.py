@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import weakref
 from contextvars import ContextVar
 from typing import Any, Callable
 
@@ -26,7 +28,9 @@ def _dig(entry: dict, path: str) -> Any:
     return value
 
 
-_FACTOR_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+# id of an array → (a weak reference to it, its codes, its distinct values): an entry lives exactly as long
+# as its array (the reference's callback drops it), so a fit's many live columns all stay factorized
+_FACTOR_CACHE: dict[int, tuple[weakref.ref, np.ndarray, np.ndarray]] = {}
 # From this many ids pandas' C hash table pays for its import (≈ 0.3 s, most of a fresh quote's
 # start-up); a quote's few hundred scenarios are hashed by a dict in microseconds.
 PANDAS_FROM = 50_000
@@ -38,13 +42,36 @@ SORT_FROM = 64
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct values) of an id array; cached because one sweep looks up the same array often."""
     hit = _FACTOR_CACHE.get(id(ids))
-    if hit is not None and hit[0] is ids:
+    if hit is not None and hit[0]() is ids:
         return hit[1], hit[2]
     codes, uniques = _codes(ids)
-    if len(_FACTOR_CACHE) > 32:
-        _FACTOR_CACHE.clear()
-    _FACTOR_CACHE[id(ids)] = (ids, codes, uniques)
+    _remember(ids, codes, uniques)
     return codes, uniques
+
+
+def _remember(ids: np.ndarray, codes: np.ndarray, uniques: np.ndarray) -> None:
+    """Keep an array's factorization while the array lives."""
+    key = id(ids)
+
+    def forget(_ref, key=key):
+        entry = _FACTOR_CACHE.get(key)
+        if entry is not None and entry[0] is _ref:
+            del _FACTOR_CACHE[key]
+    try:
+        _FACTOR_CACHE[key] = (weakref.ref(ids, forget), codes, uniques)
+    except TypeError:       # a view numpy will not reference weakly: factorized again next time
+        pass
+
+
+def repeat_rows(column: np.ndarray, times: int) -> np.ndarray:
+    """The column repeated `times` times end to end (np.tile), and known to the look-ups as the
+    original's codes repeated: a fit evaluates its rows at many coefficient values at once, and the
+    look-ups over the copies then cost what they cost over the rows once."""
+    out = np.tile(column, times)
+    if column.ndim == 1 and times > 1:
+        codes, uniques = _factorize(column)
+        _remember(out, np.tile(codes, times), uniques)
+    return out
 
 
 def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,9 +103,16 @@ def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _spread(values: list, codes: np.ndarray, kind: str) -> np.ndarray:
+    """Each code's value; the result keeps the codes as its factorization, so a look-up that reads
+    it (the architecture a GPU's id gave, say) needs no new pass over its rows."""
     dtype = float if kind == "number" else (bool if kind == "bool" else object)
-    out = np.asarray(values, dtype=dtype)[codes]
-    return out.astype(str) if kind == "text" else out
+    distinct = np.asarray(values, dtype=dtype)
+    if kind == "text":
+        distinct = distinct.astype(str)
+    out = distinct[codes]
+    if kind != "number" or not np.isnan(distinct).any():     # NaN ≠ NaN: such values are factorized plainly
+        _remember(out, codes, distinct)
+    return out
 
 
 def _per_id(ids: Any, one: Callable[[Any], Any], kind: str):
@@ -271,7 +305,7 @@ def _combinations(args: tuple, one: Callable, kind: str):
     combined = np.zeros(size, dtype=np.int64)
     for c, u in zip(codes, uniques):
         combined = combined * len(u) + c
-    combo_codes, combos = _codes(combined)      # a temporary: not worth a cache slot
+    combo_codes, combos = _combination_codes(combined, math.prod(len(u) for u in uniques))
     values = []
     for combo in combos:
         picked, rest = [], int(combo)
@@ -280,6 +314,18 @@ def _combinations(args: tuple, one: Callable, kind: str):
             picked.append(_scalar(u[index]))
         values.append(one(*reversed(picked)))
     return _spread(values, combo_codes, kind)
+
+
+def _combination_codes(combined: np.ndarray, possible: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct combinations) of numbered combinations below `possible`: counted in one pass
+    where there are few enough to count (the usual case: a handful of GPUs × precisions), instead of
+    sorted; the distinct ones come in numeric order."""
+    if possible > max(4 * len(combined), 1 << 16):
+        return _codes(combined)
+    present = np.flatnonzero(np.bincount(combined, minlength=possible))
+    number = np.empty(possible, dtype=np.intp)
+    number[present] = np.arange(len(present), dtype=np.intp)
+    return number[combined], present
 
 
 def _scalar(value: Any) -> Any:
