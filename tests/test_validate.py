@@ -71,8 +71,6 @@ WRONG_ENTRIES = [
     ("attention data parallelism not a choice", {"workload": "offline-inference", "prompt_tokens": 100,
                                                  "output_tokens": 200, "requests_total": 500},
      {"attention_data_parallel": "sometimes"}, "allowed", "attention_data_parallel"),
-    ("fixed lengths without a test run", {"workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200},
-     {"request_lengths": "fixed"}, "lengths_without_run", "request_lengths"),
     ("fixed lengths at an arrival rate", {"workload": "online-inference", "prompt_tokens": 100, "output_tokens": 200,
                                           "requests_total": 500, "requests_per_second": 4},
      {"request_lengths": "fixed"}, "lengths_without_run", "request_lengths"),

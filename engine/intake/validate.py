@@ -326,8 +326,7 @@ def _cross_checks(form: Form, intake: Intake, lang: str, workload: str | None, b
             total=show(v["params_billion"]))
     if ok("experts_active", "experts_total") and v["experts_active"] > v["experts_total"]:
         add("experts_exceed_total", "experts_active", active=show(v["experts_active"]), total=show(v["experts_total"]))
-    if workload == "online-inference" and given("request_lengths") and (
-            not given("requests_total") or given("requests_per_second")):
+    if workload == "online-inference" and given("request_lengths") and given("requests_per_second"):
         add("lengths_without_run", "request_lengths")
     if ok("experts_active") and not given("experts_total"):
         add("experts_without_total", "experts_active")
