@@ -32,6 +32,28 @@ def test_a_group_past_its_nvlink_bridge_all_reduces_over_pcie(ruleset, gpu, tp, 
     assert got["allreduce_latency_s"] == pytest.approx(latency_us * 1e-6)
 
 
+@pytest.mark.parametrize("gpu, link, kind", [
+    # H100 SXM, TP 16 over two 8-GPU servers: NVSwitch joins only a server's 8, so the group's rings cross between
+    # the servers through the 8 GPUs' 400 Gb/s ports, 8 x 50 = 400 GB/s together, below NVLink's 450 each way
+    ("H100", 400.0, "network"),
+    # A100 PCIe: inside each server the ring already runs over PCIe (32 GB/s), slower than 8 x 12.5 GB/s of ports
+    ("A100-PCIe-80GB", 32.0, "network"),
+    # GB200 NVL72: the NVLink domain is the 72-GPU rack, so TP 16 never leaves it (1,800 / 2 = 900 GB/s)
+    ("GB200", 900.0, "scale-up"),
+])
+def test_a_group_larger_than_a_server_all_reduces_over_the_network(ruleset, gpu, link, kind):
+    # across servers no stack's one-shot kernel runs (vLLM and SGLang log "Custom allreduce is disabled because
+    # this process group spans across nodes"): NCCL's modelled 25 µs for 2 x 8 H100 (NVIDIA/nccl issue #1453)
+    values = {**BASE, "model": "llama-3.1-70b", "gpu": gpu, "gpu_count": 16, "tensor_parallel": 16,
+              "precision": "fp8", "concurrency": 1, "serving_engine": "vllm"}
+    got = evaluate(values, ruleset, only=["tp_link", "allreduce_link_gb_s", "allreduce_latency_s", "tpot_ms"]).values
+    assert got["tp_link"] == kind
+    assert got["allreduce_link_gb_s"] == pytest.approx(link)
+    # H100: 25 µs against the one-shot kernel's 10 inside a server (2 x 80 all-reduces a token: 2.4 ms more);
+    # A100 PCIe: no less than its 8-GPU ring over PCIe inside each server, 6.6 + 14 x 3 = 48.6 µs
+    assert got["allreduce_latency_s"] == pytest.approx({"H100": 25e-6, "A100-PCIe-80GB": 48.6e-6}.get(gpu, 10e-6))
+
+
 def test_eight_pcie_gpus_pay_the_all_reduce_latency_nccl_tests_measure(ruleset):
     """Llama 3.1 70B at TP 8, one request, on 8x A100 PCIe: 2 x 80 all-reduces a token. Over NVLink (as the
     catalog's bridge suggested before a group larger than the pair was sent over PCIe) each waited 10 µs,
