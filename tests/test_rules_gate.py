@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -25,10 +26,24 @@ HELD_PRICE = "price_usd_per_gpu_hour: 249"
 ACCEPTED_PRICE = 'price_usd_per_gpu_hour: 249\n    accept: {price_usd_per_gpu_hour: "list price for the Gulf region"}'
 
 
+@pytest.fixture(scope="module")
+def shipped_facts(tmp_path_factory):
+    """The gate's facts about the shipped rules and catalogs, found once for the module (each finding reruns the
+    published runs, about 15 s): they are the same files in every test's copy, and facts are kept by content."""
+    folder = tmp_path_factory.mktemp("shipped-facts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SIZING_CACHE_DIR", str(folder))
+        gate.facts_of(ROOT / "rules", ROOT / "catalogs")
+    return sorted((folder / "gate").glob("facts-*.json"))
+
+
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A cache folder of the test's own: nothing published yet, no facts known."""
+def cache(tmp_path, monkeypatch, shipped_facts):
+    """A cache folder of the test's own: nothing published yet; of facts, only the shipped files' are known."""
     folder = tmp_path / "cache"
+    (folder / "gate").mkdir(parents=True)
+    for found in shipped_facts:
+        shutil.copy(found, folder / "gate" / found.name)
     monkeypatch.setenv("SIZING_CACHE_DIR", str(folder))
     return folder
 
