@@ -90,3 +90,17 @@ def test_a_missing_intake_is_said_plainly(tmp_path, command):
     assert out.strip() == f"{path}: no such file.", out
     code, out = sizing(*(a.format(path=tmp_path) for a in command))       # a folder where the file goes
     assert code == 2 and out.strip() == f"{tmp_path}: a folder, not a file: give the intake file inside it.", out
+
+
+def test_a_quoted_table_name_stays_a_name_where_a_rule_shares_it(tmp_path):
+    """allreduce_latency_s reads the rule stack_allreduce_latency_ms and looks up the table of that name: the line
+    with the values puts the rule's value for the bare name and keeps the quoted table name as written."""
+    intake = tmp_path / "tp16.yaml"
+    intake.write_text("customer: Test Co.\nworkload: online-inference\nmodel: llama-3.1-405b\nprecision: bf16\n"
+                      "gpu: H100\ngpu_count: 16\ntensor_parallel: 16\nprompt_tokens: 2000\noutput_tokens: 400\n"
+                      "concurrency: 32\n", encoding="utf-8")
+    code, out = sizing("explain", intake, "allreduce_latency_s")
+    assert code == 0, out
+    filled = out.splitlines()[2]
+    # TP 16 over two 8-GPU servers: the network row's 0.025 ms for the rule, the table's name left in its quotes
+    assert filled.strip().startswith("= max(0.025, ") and 'lookup("stack_allreduce_latency_ms", "vllm"' in filled, filled
