@@ -11,10 +11,9 @@ from typing import Any, Callable
 from engine.calc.evaluate import friendly_number
 from engine.calc.results import Results, Source
 
-NAME = re.compile(r"[A-Za-z_]\w*")
-# a name in a formula, or a quoted text left as it is: lookup("stack_allreduce_latency_ms", …) names a table,
+# a name in a formula, or a quoted text, which is no name: lookup("stack_allreduce_latency_ms", …) names a table,
 # even where a rule of that name is among the formula's inputs
-NAME_OR_TEXT = re.compile(r"\"[^\"]*\"|'[^']*'|[A-Za-z_]\w*")
+NAME = re.compile(r"\"[^\"]*\"|'[^']*'|[A-Za-z_]\w*")
 
 
 @dataclass
@@ -152,7 +151,7 @@ def render_short(tree: Node, words: dict[str, str], full_hint: str = "", as_quot
     elif tree.formula:
         out.append(f"   = {tree.formula}")
         values = {c.name: c for c in tree.children}
-        filled = NAME_OR_TEXT.sub(lambda m: _bare(values[m[0]].value) if m[0] in values else m[0], tree.formula)
+        filled = NAME.sub(lambda m: _bare(values[m[0]].value) if m[0] in values else m[0], tree.formula)
         if filled != tree.formula:
             out.append(f"   = {filled}")
     for s in tree.sources:
