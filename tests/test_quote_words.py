@@ -406,3 +406,36 @@ def test_a_training_plan_that_fits_only_if_its_memory_estimate_is_not_low_says_s
     serving = [w for name, s in quotes.items() for w in s.doc["warnings"]
                if w["code"] == "may_not_fit" and s.given.get("workload", "").endswith("inference")]
     assert not serving
+
+
+TRT_TP8 = """\
+customer: Test Co.
+workload: online-inference
+model: llama-3.1-70b
+precision: bf16
+gpu: H100
+gpu_count: 8
+tensor_parallel: 8
+serving_engine: tensorrt-llm
+prompt_tokens: 2000
+output_tokens: 400
+concurrency: 4
+"""
+
+
+@pytest.mark.parametrize("lang, said", [("en", "the range stops at that limit instead: Time to first token, "
+                                                "Time per output token."),
+                                        ("zh-CN", "范围便止于该极限：首 token 延迟，每个输出 token 时间。")])
+def test_a_range_that_stops_at_a_physical_limit_says_so(tmp_path, quotes, lang, said):
+    # TensorRT-LLM at TP 8 on H100: the first token's estimate ÷ 7.65 (17.9 ms floor) and the time per token's ÷ 2.65
+    # (5.3 ms: the weights' read) would both be faster than the GPUs go, so both ranges stop at the limit; the sentence
+    # that gives the band's factor must not stand alone. The shipped online sample's ranges reach no limit: no sentence
+    intake = tmp_path / f"trt.{lang}.yaml"
+    intake.write_text(TRT_TP8 + f"language: {lang}\n", encoding="utf-8")
+    q = Quoted(intake, tmp_path / "out")
+    values = q.job.results.values
+    assert values["ttft_ms_low"] > values["ttft_ms"] / (1 + values["first_token_band"])
+    assert any(s.endswith(said) for s in _checked_sentences(q)), _checked_sentences(q)
+    assert said in "\n".join(q.sheets[messages(lang)("sheets.summary")])
+    online = _checked_sentences(quotes["llama-70b-online-8xh100.yaml"])
+    assert not any("stops at that limit" in s for s in online), online

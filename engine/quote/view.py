@@ -7,7 +7,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from engine.calc.planner import model_copies
 from engine.calc.results import Results, plain
@@ -155,9 +155,13 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
     values = results.values
     cost_label = _cost_label(m, values, inputs)
 
+    def label(key: str) -> str | None:
+        step = steps.get(key)
+        return (step.label.get(m.lang) or step.label.get("en")) if step else None
+
     def result(key: str) -> Figure:
         step = steps.get(key)
-        label = (step.label.get(m.lang) or step.label.get("en")) if step else None
+        label_ = label(key)
         value, unit = m.shown(values[key], _unit(key, step.unit if step else "", values, inputs),
                               gpu_memory=step is not None and step.group == "capacity")
         scale = value / values[key] if finite(value) and values[key] else 1   # the band moves alike
@@ -169,8 +173,8 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
             band = m("likely_range", low=low, high=high)
             text = m("likely", value=text, low=low, high=high)
         if key == "cost_total" and cost_label:
-            label = cost_label
-        return Figure(key, label or key, value, unit, text, band)
+            label_ = cost_label
+        return Figure(key, label_ or key, value, unit, text, band)
 
     def given(key: str) -> Figure:
         unit = _unit(key, "", values, inputs)
@@ -202,7 +206,7 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
         values=values, gpu_count=int(count) if finite(count) else 1,
         scaling=_scaling_columns(m, grid, steps, values, inputs, cost_label),
         scaling_note=_scaling_note(m, grid),
-        checked=_checked(m, values, inputs.get("workload")), results=results, intake=intake,
+        checked=_checked(m, values, inputs.get("workload"), label), results=results, intake=intake,
         layout=layout_lines(m, results.plan, results.inputs.get("gpu_count")), layout_note=layout_note(m, results.plan),
         alternatives=alternative_rows(m, results.alternatives, _unit("cost_total", "currency", values, inputs),
                                       bool(values.get("is_training")), inputs.get("deadline_days"),
@@ -231,8 +235,13 @@ def _cost_label(m: Messages, values: dict, inputs: dict, path: str = "cost_per_p
     return m(path, days=m.value(days, "days"))
 
 
-def _checked(m: Messages, values: dict, workload: str | None) -> list[str]:
-    """One sentence per kind of estimate: how many published runs its band rests on, and which."""
+# a serving figure whose likely range's low end a physical floor may raise above the band's (rules/uncertainty.yaml)
+FLOORED = (("ttft_ms", "first_token_band"), ("tpot_ms", "inference_band"))
+
+
+def _checked(m: Messages, values: dict, workload: str | None, label: Callable[[str], str | None]) -> list[str]:
+    """One sentence per kind of estimate: how many published runs its band rests on, and which; and
+    which ranges stop at a physical limit before the band's factor."""
     from engine.calc.evidence import band_evidence
     kinds = [("training" if values.get("is_training") else "inference"), "memory"]
     out = []
@@ -245,7 +254,16 @@ def _checked(m: Messages, values: dict, workload: str | None) -> list[str]:
             first = values.get("first_token_band")
             if kind == "inference" and finite(first) and first > band + 1e-9:
                 out.append(m("checked_first_token", **_factor(first)))
+    floored = [label(key) or key for key, band in FLOORED if _floored(values, key, band)]
+    if floored:
+        out.append(m("range_floor", figures=m("alternatives.joiner").join(floored)))
     return out
+
+
+def _floored(values: dict, key: str, band: str) -> bool:
+    """Whether the figure's likely low end sits above the estimate ÷ (1 + band): a physical floor raised it."""
+    estimate, low, width = values.get(key), values.get(f"{key}_low"), values.get(band)
+    return finite(estimate) and finite(low) and finite(width) and low > estimate / (1 + width) * (1 + 1e-9)
 
 
 def _factor(band: float) -> dict[str, str]:
