@@ -272,6 +272,27 @@ def test_a_misspelt_use_of_a_case_is_refused_with_its_line(tmp_path):
     assert "choose, check, score" in problem.message
 
 
+def test_an_evidence_file_may_outgrow_a_rule_files_limit_but_not_its_own(tmp_path):
+    """The held-out file passed 2 MB with its fifty-fourth block (each case carries its source's quoted lines): an
+    evidence file has a limit of its own, 8 MB, and past it is refused with the file's name and both sizes."""
+    from engine.calc.evidence import load_cases
+    from engine.calc.yamlfile import MAX_EVIDENCE_BYTES, MAX_YAML_BYTES
+    from engine.problems import SizingError
+    case = "  - {id: a, group: memory, use: check, intake: {model: llama-2-7b}, measured: {weights_gb: 13}}\n"
+    comment = "  # " + "x" * 96 + "\n"                      # 100 bytes, as a source's quoted lines are
+    grown = tmp_path / "grown.yaml"
+    grown.write_text("cases:\n" + comment * (MAX_YAML_BYTES // 100 + 1000) + case, encoding="utf-8")
+    assert grown.stat().st_size > MAX_YAML_BYTES
+    assert [c.id for c in load_cases(grown)] == ["a"]
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("cases:\n" + comment * (MAX_EVIDENCE_BYTES // 100 + 1000) + case, encoding="utf-8")
+    with pytest.raises(SizingError) as caught:
+        load_cases(huge)
+    [problem] = caught.value.problems
+    assert (problem.code, problem.where) == ("yaml.too_big", "huge.yaml")
+    assert "the limit is 8000 KB" in problem.message
+
+
 def test_the_same_cross_validation_asked_twice_in_one_process_is_answered_once():
     """The CLI after the accuracy tests' own run (minutes each) reuses the answer; another rule set or
     another coefficient list is computed afresh."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.calc.rulecache import cached_data
-from engine.calc.yamlfile import line_of, load_yaml_file, plain
+from engine.calc.yamlfile import MAX_EVIDENCE_BYTES, line_of, load_yaml_file, plain
 from engine.contract import memory_kind
 from engine.paths import HELD_OUT_CASES, PUBLISHED_CASES
 from engine.problems import Problem, SizingError
@@ -51,7 +51,7 @@ class Case:
 
 
 def load_cases(path: Path) -> list[Case]:
-    doc = load_yaml_file(path, path.name)
+    doc = load_yaml_file(path, path.name, MAX_EVIDENCE_BYTES)
     items = doc.get("cases") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise SizingError([Problem("cases.shape", f"{path.name}:1", "expected `cases:` with a list of cases.",
