@@ -61,7 +61,7 @@ class Rows:
 
     def __post_init__(self):
         if self.columns is None:
-            self.columns = _stack(self.values)
+            self.columns = stack_columns(self.values)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -403,7 +403,7 @@ def informed_by(rows: Rows, ruleset, coefficients: list[Coefficient], start: dic
     return out
 
 
-def _stack(values: list[dict]) -> dict[str, np.ndarray]:
+def stack_columns(values: list[dict]) -> dict[str, np.ndarray]:
     """One column per key over all rows; a row without a key gets a blank of that key's kind."""
     keys = sorted({k for v in values for k in v})
     columns = {}
