@@ -393,6 +393,14 @@ FIFTY_THIRD_HELD_OUT_FIRST_MEASURED = 0.2919
 # committed (e5b49a4) before scoring, first measured at e745471's rules: median |error| 82.71%, 2 within 10%, 6 within
 # 25% (docs/holdout.md, "H54"). Kept out of every fit.
 FIFTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.8272
+# The fifty-fifth (cases H55-*): 42 serving figures of mixtures of experts at 1-32 requests on NVIDIA GPUs — Qwen3-30B-A3B
+# under vLLM 0.20 and SGLang 0.5.12 on four A100 PCIe 40GB at TP 4, with and without expert parallelism
+# (yecohn/moe-bench), GLM-4.7-Flash under SGLang 0.5.10 on one H100 PCIe (IneshReddy249's baseline runs) — entered
+# (5a35f5e) for published.yaml before any score was seen, first measured there with the shipped coefficients: median
+# |error| 33.41%, 3 within 10%, 14 within 25%. Fitted on, one PCIe server's runs moved coefficients every serving
+# estimate reads and took the other sources' out-of-sample errors from 9.75% to 9.88%; moved to the held-out file
+# unchanged but for the ids (docs/accuracy.md, thirty-seventh stop). Kept out of every fit.
+FIFTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.3342
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
 # of figure, not for their source
 SAME_SOURCE_OTHER_FIGURES = ("H13-",)
@@ -498,7 +506,7 @@ def test_the_readme_cross_validation_runs_as_written(cv, tmp_path, line):
 
 def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, held_out_table):
     """Out of sample by construction: no fit and no choice saw these sources."""
-    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-", "H47-", "H48-", "H49-", "H50-", "H51-", "H52-", "H53-", "H54-")) and c.group == "inference")
+    assert all((c.id.startswith(("H3-", "H4-", "H5-", "H6-", "H7-", "H8-", "H11-", "H12-", "H14-", "H15-", "H16-", "H17-", "H18-", "H20-", "H21-", "H23-", "H24-", "H25-", "H26-", "H27-", "H28-", "H30-", "H31-", "H32-", "H33-", "H34-", "H35-", "H36-", "H37-", "H38-", "H39-", "H41-", "H42-", "H43-", "H44-", "H46-", "H47-", "H48-", "H49-", "H50-", "H51-", "H52-", "H53-", "H54-", "H55-")) and c.group == "inference")
                or (c.id.startswith("H29-") and c.group == "training")
                or (c.id.startswith(("H9-", "H10-", "H13-", "H19-", "H22-", "H40-", "H45-")) and c.group == "memory") for c in held_out)
     unseen = [c for c in held_out if not c.id.startswith(SAME_SOURCE_OTHER_FIGURES)]
@@ -558,7 +566,8 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H51-", 40, FIFTY_FIRST_HELD_OUT_WITH_FIXED_LENGTHS),
                                      ("H52-", 36, FIFTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H53-", 28, FIFTY_THIRD_HELD_OUT_FIRST_MEASURED),
-                                     ("H54-", 44, FIFTY_FOURTH_HELD_OUT_FIRST_MEASURED)):
+                                     ("H54-", 44, FIFTY_FOURTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H55-", 42, FIFTY_FIFTH_HELD_OUT_FIRST_MEASURED)):
         errors = held_out_table[held_out_table["case"].str.startswith(prefix)]["error"].abs()
         assert len(errors) == figures
         assert errors.median() <= ceiling, (prefix, errors.describe())
