@@ -19,6 +19,7 @@ def catalogs():
     ("NVIDIA H100 80GB HBM3", "nvidia-h100-sxm5-80gb"),        # nvidia-smi --query-gpu=name
     ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
     ("NVIDIA A100 80GB PCIe", "nvidia-a100-pcie-80gb"),
+    ("NVIDIA A100-PCIE-40GB", "nvidia-a100-pcie-40gb"),         # the 40 GB card, not the SXM4 one nor the 80 GB
     ("Tesla V100-SXM2-32GB", "nvidia-v100-sxm2-32gb"),
     ("NVIDIA GeForce RTX 4090", "nvidia-rtx-4090"),
     ("AMD Instinct MI300X", "amd-mi300x"),
@@ -42,7 +43,7 @@ def test_model_releases_find_their_base_model(catalogs, name, model):
 
 @pytest.mark.parametrize("name", [
     "Qwen/Qwen2.5-72B-Instruct-AWQ",     # quantised weights change the memory: not read as the BF16 model
-    "A100-PCIE-40GB",                    # no 40 GB PCIe A100 in the catalog: not the SXM one
+    "Tesla V100-PCIE-16GB",              # no 16 GB V100 in the catalog: not the 32 GB one
     "meta",                              # a publisher alone is no model
 ])
 def test_names_that_differ_in_what_is_sized_are_not_guessed(catalogs, name):
