@@ -362,3 +362,41 @@ def test_calibrated_bands_hold_the_held_out_runs_near_the_measurement():
     nearest = speed[speed["distance"] < 0.5]
     assert nearest["calibrated_error"].abs().median() <= 0.05 < nearest["error"].abs().median()
     assert table["calibrated_error"].abs().median() < table["error"].abs().median()
+
+
+def test_the_calibrated_held_out_table_is_each_cases_own_quote():
+    """calibrated_held_out runs the rules once as columns over every case; each row must be what quoting that case
+    alone gives, uncalibrated and with its source's calibration (two sources' cases, checked one by one)."""
+    from engine.calc import calibration as customer
+    from engine.calc.evaluate import evaluate
+    from engine.calc.evidence import HELD_OUT_CASES, load_cases
+    from engine.calc.ruleset import current_ruleset
+    from engine.validation import calibrated_held_out, planned_values
+    ruleset = current_ruleset()
+    cases = [c for c in load_cases(HELD_OUT_CASES) if c.id.startswith(("H50-", "H53-0"))]
+    table = calibrated_held_out(cases, ruleset)
+    assert table["applied"].sum() >= 10
+    by_id = {c.id: c for c in cases}
+    checked = 0
+    for row in table.itertuples():
+        case = by_id[row.case]
+        members = [c for c in cases if (c.source["id"], c.intake.get("gpu"), c.intake.get("serving_engine"),
+                                         c.intake.get("precision")) == (case.source["id"], case.intake.get("gpu"),
+                                                                        case.intake.get("serving_engine"),
+                                                                        case.intake.get("precision"))]
+        anchor = next(c for c in members if any(q in c.measured for q in ("tpot_ms", "output_tokens_per_s")))
+        values = planned_values(anchor, ruleset)
+        got = {q: float(anchor.comparable(q, float(v))) for q, v in anchor.measured.items()
+               if q in ("tpot_ms", "output_tokens_per_s", "ttft_ms")}
+        measurement = customer.Measurement("held-out", got, {})
+        factors, _ = customer.fit(values, measurement, ruleset)
+        calibration = customer.Calibration(*customer.describe(values, measurement, ruleset), factors)
+        base = planned_values(case, ruleset)
+        extra = customer.calibration_values(base, calibration, ruleset)
+        measured = float(case.comparable(row.quantity, float(case.measured[row.quantity])))
+        plain = evaluate(base, ruleset).values[row.quantity]
+        calibrated = evaluate({**base, **extra}, ruleset).values[row.quantity] if row.applied else plain
+        assert row.error == pytest.approx(plain / measured - 1, rel=1e-9, abs=1e-12), row
+        assert row.calibrated_error == pytest.approx(calibrated / measured - 1, rel=1e-9, abs=1e-12), row
+        checked += 1
+    assert checked == len(table) >= 20
