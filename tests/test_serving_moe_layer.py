@@ -21,14 +21,14 @@ def test_vllm_pays_its_kernels_fixed_time_in_every_expert_layer(ruleset):
     assert vllm["is_moe"] and vllm["n_layers"] == 48
     assert vllm["moe_fused_layers_ms"] == pytest.approx(1.296)
     assert vllm["iteration_fixed_s"] == pytest.approx(2.870e-3, rel=1e-3)
-    # SGLang runs the same Triton kernel. TensorRT-LLM's expert layers take 0.094 ms each, fitted on its published
-    # small-batch runs (validation/published.yaml, BW26) with the other kernels counted apart (0.12 ms with them
-    # inside): 48 x 0.094 = 4.512 ms, + 1.104 ms + 0.47 ms = 6.086 ms
+    # SGLang runs the same Triton kernel. TensorRT-LLM's expert layers on Hopper take 0.11 ms each, fitted on its
+    # published small-batch runs (validation/published.yaml, BW26) with the other kernels counted apart and Blackwell's
+    # runs on a row of their own: 48 x 0.11 = 5.28 ms, + 1.104 ms + 0.47 ms = 6.854 ms
     sglang = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "sglang"}, ruleset, only=KEYS).values
     trtllm = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "tensorrt-llm"}, ruleset, only=KEYS).values
     assert sglang["moe_fused_layers_ms"] == pytest.approx(1.296)
-    assert trtllm["moe_fused_layers_ms"] == pytest.approx(4.512)
-    assert trtllm["iteration_fixed_s"] == pytest.approx(6.086e-3, rel=1e-3)
+    assert trtllm["moe_fused_layers_ms"] == pytest.approx(5.28)
+    assert trtllm["iteration_fixed_s"] == pytest.approx(6.854e-3, rel=1e-3)
     # the step carries it: TensorRT-LLM's one-token step is longer than vLLM's, whose weight reads are slower
     assert trtllm["decode_step_s"] > vllm["decode_step_s"] > vllm["iteration_fixed_s"]
 
@@ -58,3 +58,16 @@ def test_the_fixed_time_follows_the_kernels_benchmark(ruleset):
     value = evaluate({**BASE, "model": "qwen3-30b-a3b", "serving_engine": "vllm"}, ruleset,
                      only=["stack_moe_layer_ms"]).values["stack_moe_layer_ms"]
     assert value * 1000 == pytest.approx(sum(fixed) / 2, abs=1.5)
+
+
+def test_tensorrt_llms_expert_layers_on_blackwell_take_their_own_fitted_time(ruleset):
+    # TensorRT-LLM's Blackwell runs at a few requests (B200, GB200) are fitted on a row of their own: 0.055 ms a
+    # layer against Hopper's 0.11 (rules/serving.yaml). Qwen3-30B-A3B's 48 layers on one B200: 48 x 0.055 = 2.64 ms;
+    # on one H100 48 x 0.11 = 5.28 ms. vLLM's row is its kernel benchmark's on either: 48 x 0.027 = 1.296 ms
+    qwen = {**BASE, "model": "qwen3-30b-a3b", "serving_engine": "tensorrt-llm"}
+    blackwell = evaluate({**qwen, "gpu": "B200"}, ruleset, only=KEYS).values
+    hopper = evaluate(qwen, ruleset, only=KEYS).values
+    assert blackwell["moe_fused_layers_ms"] == pytest.approx(2.64)
+    assert hopper["moe_fused_layers_ms"] == pytest.approx(5.28)
+    vllm = evaluate({**qwen, "gpu": "B200", "serving_engine": "vllm"}, ruleset, only=KEYS).values
+    assert vllm["moe_fused_layers_ms"] == pytest.approx(1.296)
