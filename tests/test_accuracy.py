@@ -277,6 +277,11 @@ THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED = 0.1581
 # and first measured at dcc213f's rules: median |error| 7.68%, 39 within 10%, 60 within 25% (H200 -2.7...+1.3%, H100 SXM
 # -12...-13%, the PCIe-linked H100 NVL and PCIe pairs and L40S +46...+65%). Kept out of every fit (docs/holdout.md, "H35").
 THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.0768
+# The third held-out set a change was let make worse than its first measurement: TensorRT-LLM's expert layers fitted
+# by GPU generation (thirty-seventh stop; --cv inference 9.75% -> 9.64%, held-out 21.80% -> 21.69%) raise Hopper's
+# fixed time a layer from 0.094 to 0.11 ms (the all-sources fit without Blackwell's runs), and MLPerf's Mixtral Offline
+# runs on H200, already 5-9% slow, lose 0.1 point each; one crosses the median: H35 7.68% -> 7.80%.
+THIRTY_FIFTH_HELD_OUT_AFTER_TRTLLM_EXPERTS_BY_GENERATION = 0.0780
 # The thirty-sixth (cases H36-*): 80 MLPerf Inference v4.1 Offline figures (H200 and H100 SXM, H100 NVL and PCIe, L40S
 # on NVIDIA's TensorRT-LLM harness; MI300X on AMD's vLLM, L40S on Red Hat's), entered before any score was seen and
 # first measured at 3f9332c's rules: median |error| 8.90%, 43 within 10%, 64 within 25% (H200 +3...+6%, H100 SXM
@@ -284,8 +289,9 @@ THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.0768
 # every fit (docs/holdout.md, "H36").
 THIRTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.0891
 # Its three H200 MaxQ runs enter their configuration's 500 W power limit (gpu_power_limit_w, which came after the first
-# measurement): measured again with it, 8.55%, the figure it is held to.
-THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS = 0.0856
+# measurement): measured again with it, 8.55%; with TensorRT-LLM's expert layers fitted by GPU generation (thirty-seventh
+# stop: Hopper's 0.094 -> 0.11 ms a layer, its Mixtral Offline runs 0.1 point slower) 8.56%, the figure it is held to.
+THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS = 0.0857
 # The thirty-seventh (cases H37-*): 20 MLPerf Inference v4.0 Offline figures (H100 SXM, NVL and PCIe, H200, Gaudi2),
 # entered after the power-limit change with the MaxQ runs' 450 W limits, before any score was seen, and first measured
 # at ebb8cae's rules: median |error| 19.6%, 3 within 10%, 14 within 25% (every TensorRT-LLM row of that round fast:
@@ -547,7 +553,7 @@ def test_the_held_out_sets_are_no_worse_than_first_measured(cases, held_out, hel
                                      ("H32-", 27, THIRTY_SECOND_HELD_OUT_FIRST_MEASURED),
                                      ("H33-", 23, THIRTY_THIRD_HELD_OUT_WITH_ATTENTION_DATA_PARALLEL),
                                      ("H34-", 9, THIRTY_FOURTH_HELD_OUT_FIRST_MEASURED),
-                                     ("H35-", 64, THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED),
+                                     ("H35-", 64, THIRTY_FIFTH_HELD_OUT_AFTER_TRTLLM_EXPERTS_BY_GENERATION),
                                      ("H36-", 80, THIRTY_SIXTH_HELD_OUT_WITH_POWER_LIMITS),
                                      ("H37-", 20, THIRTY_SEVENTH_HELD_OUT_FIRST_MEASURED),
                                      ("H38-", 11, THIRTY_EIGHTH_HELD_OUT_FIRST_MEASURED),
@@ -667,7 +673,8 @@ def test_the_power_limit_holds_on_the_mlperf_round_entered_after_it(held_out_tab
 def test_a_held_out_set_a_change_made_worse_is_named_beside_its_first_measurement():
     """Each exception keeps its first measurement, and neither went more than 2.5 points past it."""
     for first, after in ((SIXTEENTH_HELD_OUT_FIRST_MEASURED, SIXTEENTH_HELD_OUT_AFTER_THE_EXPERT_LAYER_FLOOR),
-                         (TWENTY_FIRST_HELD_OUT_FIRST_MEASURED, TWENTY_FIRST_HELD_OUT_AFTER_THE_A100_ITERATION_GAIN)):
+                         (TWENTY_FIRST_HELD_OUT_FIRST_MEASURED, TWENTY_FIRST_HELD_OUT_AFTER_THE_A100_ITERATION_GAIN),
+                         (THIRTY_FIFTH_HELD_OUT_FIRST_MEASURED, THIRTY_FIFTH_HELD_OUT_AFTER_TRTLLM_EXPERTS_BY_GENERATION)):
         assert first < after <= first + 0.025
 
 
