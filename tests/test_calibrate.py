@@ -373,7 +373,7 @@ def test_the_calibrated_held_out_table_is_each_cases_own_quote():
     from engine.calc.ruleset import current_ruleset
     from engine.validation import calibrated_held_out, planned_values
     ruleset = current_ruleset()
-    cases = [c for c in load_cases(HELD_OUT_CASES) if c.id.startswith(("H50-", "H53-0"))]
+    cases = [c for c in load_cases(HELD_OUT_CASES) if c.id.startswith(("H50-0", "H50-1", "H53-0"))]
     table = calibrated_held_out(cases, ruleset)
     assert table["applied"].sum() >= 10
     by_id = {c.id: c for c in cases}

@@ -112,7 +112,7 @@ def diff(before, after, sample_paths: list[Path], cases_path: Path = PUBLISHED_C
     for path in sample_paths:
         report.samples.append(_sample(path, before, after))
     cases = load_cases(cases_path)
-    (old, old_missing), (new, new_missing) = _compare(before, cases, cases_path), _compare(after, cases, cases_path)
+    (old, old_missing), (new, new_missing) = compared_cases(before, cases, cases_path), compared_cases(after, cases, cases_path)
     # a case only one version can quote (it names a GPU or a field the other lacks) is compared by neither
     report.unquotable = {**new_missing, **old_missing}
     old, new = (t[~t["case"].isin(list(report.unquotable))].reset_index(drop=True) for t in (old, new))
@@ -130,7 +130,8 @@ def diff(before, after, sample_paths: list[Path], cases_path: Path = PUBLISHED_C
     return report
 
 
-def _compare(ruleset, cases, cases_path: Path):
+def compared_cases(ruleset, cases, cases_path: Path):
+    """(every figure beside its estimate, the cases this rule set cannot quote) — once per rule set and file a process."""
     return _compared(ruleset.version, str(cases_path), _stamp(cases_path), _Keep(ruleset, cases))
 
 
