@@ -111,8 +111,7 @@ def diff(before, after, sample_paths: list[Path], cases_path: Path = PUBLISHED_C
     report = Report(edits(before, after), [], [], [])
     for path in sample_paths:
         report.samples.append(_sample(path, before, after))
-    cases = load_cases(cases_path)
-    (old, old_missing), (new, new_missing) = compared_cases(before, cases, cases_path), compared_cases(after, cases, cases_path)
+    (old, old_missing), (new, new_missing) = compared_cases(before, cases_path), compared_cases(after, cases_path)
     # a case only one version can quote (it names a GPU or a field the other lacks) is compared by neither
     report.unquotable = {**new_missing, **old_missing}
     old, new = (t[~t["case"].isin(list(report.unquotable))].reset_index(drop=True) for t in (old, new))
@@ -130,9 +129,9 @@ def diff(before, after, sample_paths: list[Path], cases_path: Path = PUBLISHED_C
     return report
 
 
-def compared_cases(ruleset, cases, cases_path: Path):
+def compared_cases(ruleset, cases_path: Path):
     """(every figure beside its estimate, the cases this rule set cannot quote) — once per rule set and file a process."""
-    return _compared(ruleset.version, str(cases_path), _stamp(cases_path), _Keep(ruleset, cases))
+    return _compared(ruleset.version, str(cases_path), _stamp(cases_path), _Keep(ruleset))
 
 
 @dataclass(frozen=True)
@@ -140,14 +139,13 @@ class _Keep:
     """Carries the rule set into a cached call without being part of its key (the version is)."""
 
     ruleset: Any = field(compare=False, hash=False)
-    cases: Any = field(compare=False, hash=False)
 
 
 @functools.lru_cache(maxsize=8)
 def _compared(version: str, path: str, stamp: tuple, keep: _Keep):
     # The unchanged side of a diff is the same rule set run after run: quote it once per process.
     missing: dict[str, str] = {}
-    return compare(keep.cases, keep.ruleset, missing), missing
+    return compare(load_cases(Path(path)), keep.ruleset, missing), missing
 
 
 def _stamp(path: Path) -> tuple:
@@ -216,7 +214,7 @@ def _alternatives(old: list[tuple], new: list[tuple], ruleset) -> list[str]:
 
 
 def _quoted(path: Path, ruleset) -> tuple[dict, list[str], dict, list[tuple]]:
-    return _quote_cached(str(path), _stamp(path), ruleset.version, _Keep(ruleset, None))
+    return _quote_cached(str(path), _stamp(path), ruleset.version, _Keep(ruleset))
 
 
 @functools.lru_cache(maxsize=64)

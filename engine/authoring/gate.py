@@ -210,10 +210,9 @@ def validation_medians(ruleset) -> dict[str, float]:
     """Median |error| per group of the published runs, with the shipped coefficients (no refit: ≈ 2 s). The table
     is the one `sizing rules publish` then diffs against the published set: quoted once per rule set a process."""
     from engine.authoring.diff import compared_cases
-    from engine.calc.evidence import load_cases
     from engine.problems import Problem, SizingError
     from engine.validation import summarise
-    table, unquotable = compared_cases(ruleset, load_cases(PUBLISHED_CASES), PUBLISHED_CASES)
+    table, unquotable = compared_cases(ruleset, PUBLISHED_CASES)
     if unquotable:
         case, why = next(iter(unquotable.items()))
         raise SizingError([Problem("validation.unquotable", case, why)])
