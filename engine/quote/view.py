@@ -161,7 +161,6 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
 
     def result(key: str) -> Figure:
         step = steps.get(key)
-        label_ = label(key)
         value, unit = m.shown(values[key], _unit(key, step.unit if step else "", values, inputs),
                               gpu_memory=step is not None and step.group == "capacity")
         scale = value / values[key] if finite(value) and values[key] else 1   # the band moves alike
@@ -172,9 +171,8 @@ def build_quote(intake: Intake | None, results: Results, grid=None) -> Quote:
             low, high = m.number(low * scale), m.number(high * scale)
             band = m("likely_range", low=low, high=high)
             text = m("likely", value=text, low=low, high=high)
-        if key == "cost_total" and cost_label:
-            label_ = cost_label
-        return Figure(key, label_ or key, value, unit, text, band)
+        name = cost_label if key == "cost_total" and cost_label else label(key)
+        return Figure(key, name or key, value, unit, text, band)
 
     def given(key: str) -> Figure:
         unit = _unit(key, "", values, inputs)
