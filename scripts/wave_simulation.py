@@ -21,7 +21,9 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
     requests' decode tokens and, up to the token budget, the waiting prompts in order; a step costs
     step_s of its tokens. A scheduler that prefills apart (SGLang) runs a step of prompts alone
     while any wait. Answers are drawn from [(1 - spread) x output, output]; a finished request is replaced
-    at once, as a test run with --max-concurrency does."""
+    as a test run with --max-concurrency does: the client sends it when the last token arrives, by which
+    time the scheduler has launched the next step, so it is received during that step and waits it out
+    (an idle server receives it at once)."""
     rng = random.Random(seed)
     clock, running, ttfts, done = 0.0, [], [], 0
 
@@ -29,8 +31,10 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
         length = output if spread == 0 else rng.randint(int(output * (1 - spread)), output)
         return {"prompt": prompt, "answer": length, "made": 0, "sent": now}
 
-    waiting = [arrive(0.0) for _ in range(concurrency)]
+    waiting, in_transit = [arrive(0.0) for _ in range(concurrency)], []
     while done < requests:
+        if not running and not waiting:
+            waiting, in_transit = in_transit, []
         decoding = [] if separate_prefill and waiting else list(running)
         room = BUDGET - len(decoding)
         chunks = []
@@ -41,6 +45,8 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
             chunks.append((r, take))
             room -= take
         clock += step_s(BUDGET - room)
+        waiting += in_transit
+        in_transit = []
         for r in decoding:
             r["made"] += 1
         for r, take in chunks:
@@ -53,7 +59,7 @@ def simulate(concurrency: int, prompt: int, output: int, spread: float, separate
         for r in [r for r in decoding if r["made"] >= r["answer"]]:
             running.remove(r)
             done += 1
-            waiting.append(arrive(clock))
+            in_transit.append(arrive(clock))
     return statistics.mean(ttfts[:concurrency]), statistics.mean(ttfts[concurrency:])
 
 

@@ -107,11 +107,13 @@ WAVE_KEYS = KEYS + ["repeat_waves", "repeat_wave_ttft_s", "stack_separate_prefil
 def test_fixed_lengths_bring_every_later_group_back_at_once(ruleset):
     # 320 requests at 32 in flight, every one 1,024 tokens in and out (vLLM's random dataset): the wave's 32 prompts
     # take 4 passes of 8,192 tokens; vLLM folds prompts into running iterations, so the 8 prompts of a pass decode
-    # while the next pass runs and come back as a group of 8, each waiting for its one pass: the wave's prefill over
-    # 4 passes = first_wave_ttft_s x 2 / (4 + 1). The mean: 32/320 in the wave, 288/320 in later groups
+    # while the next pass runs and come back as groups of 8, one iteration apart. A pass is the wave's prefill over
+    # 4 passes = first_wave_ttft_s x 2 / (4 + 1). Each group is sent when the one before it has had its pass
+    # launched, so it waits that pass and its own; the first waits a decoding iteration and its pass:
+    # (1 + 2 + 2 + 2) / 4 = 7/4 passes. The mean: 32/320 in the wave, 288/320 in later groups
     v = evaluate({**BASE, "requests_total": 320, "request_lengths": "fixed"}, ruleset, only=WAVE_KEYS).values
     assert v["repeat_waves"] and not v["stack_separate_prefill"] and v["first_wave_passes"] == 4
-    later = max(v["steady_ttft_s"], v["first_wave_ttft_s"] * 2 / 5)
+    later = max(v["steady_ttft_s"], v["first_wave_ttft_s"] * 2 / 5 * 7 / 4)
     assert v["repeat_wave_ttft_s"] == pytest.approx(later)
     assert later > 2 * v["steady_ttft_s"]            # a pass of 8 prompts, not one prompt: the test can fail
     assert v["ttft_ms"] == pytest.approx((0.1 * v["first_wave_ttft_s"] + 0.9 * later) * 1000)
@@ -125,10 +127,10 @@ def test_fixed_lengths_bring_every_later_group_back_at_once(ruleset):
 def test_a_run_measured_over_a_set_time_meets_the_groups_without_a_request_count(ruleset):
     # GenAI-Perf's concurrency mode keeps 32 requests in flight for its measurement windows, every one 1,024 tokens in
     # and out: no request count, so no first wave weighs on the mean (share 0), but the groups come back as they do in
-    # a run of 320: each later request waits for its pass of 8 prompts, the wave's prefill x 2 / (4 + 1)
+    # a run of 320: each later request waits for the pass before its own and its own, 7/4 of the wave's prefill x 2 / (4 + 1)
     v = evaluate({**BASE, "request_lengths": "fixed"}, ruleset, only=WAVE_KEYS).values
     assert v["repeat_waves"] and v["first_wave_share"] == 0 and v["first_wave_passes"] == 4
-    later = max(v["steady_ttft_s"], v["first_wave_ttft_s"] * 2 / 5)
+    later = max(v["steady_ttft_s"], v["first_wave_ttft_s"] * 2 / 5 * 7 / 4)
     assert later > 2 * v["steady_ttft_s"]            # a pass of 8 prompts, not one prompt: the test can fail
     assert v["ttft_ms"] == pytest.approx(later * 1000) and v["ttft_median_ms"] == pytest.approx(later * 1000)
     # the same run with lengths drawn at random: one by one
@@ -159,14 +161,16 @@ def _simulation():
 
 def test_the_scheduler_simulation_shows_what_repeat_waves_assumes():
     # scripts/wave_simulation.py, 32 requests of 1,024 + 1,024 tokens, steps of 8,192 tokens (docs/accuracy.md's table):
-    # fixed lengths, a scheduler folding prompts in gets back groups of one pass (near one full step, far above a prompt
-    # alone), one prefilling apart the whole wave; answers drawn from 80-100% of their length dissolve both
+    # fixed lengths, a scheduler folding prompts in gets back groups one iteration apart, each waiting the pass before
+    # its own and its own: between one pass and the rule's 7/4 of one at 4 passes (far above a prompt alone), one
+    # prefilling apart the whole wave. Answers drawn from 80-100% of their length dissolve both groups: a request then
+    # waits out the iteration launched as it was sent (the client's round trip) and its prompt, under two steps alone
     sim = _simulation()
     alone, one_pass = sim.step_s(1024), sim.step_s(sim.BUDGET)
     first, later = sim.simulate(32, 1024, 1024, 0.0, separate_prefill=False)
-    assert 0.75 * one_pass < later < 1.05 * one_pass and later < first / 2
+    assert 1.3 * one_pass < later < 1.75 * one_pass and later < 0.7 * first
     first, later = sim.simulate(32, 1024, 1024, 0.0, separate_prefill=True)
     assert later == pytest.approx(first, rel=0.02)
     for separate in (False, True):
         first, later = sim.simulate(32, 1024, 1024, 0.2, separate_prefill=separate)
-        assert later < 1.05 * alone < first
+        assert 1.1 * alone < later < 2 * alone < first
