@@ -419,7 +419,7 @@ tensor_parallel: 8
 serving_engine: tensorrt-llm
 prompt_tokens: 2000
 output_tokens: 400
-concurrency: 4
+concurrency: 1
 """
 
 
@@ -427,8 +427,9 @@ concurrency: 4
                                                 "Time per output token."),
                                         ("zh-CN", "范围便止于该极限：首 token 延迟，每个输出 token 时间。")])
 def test_a_range_that_stops_at_a_physical_limit_says_so(tmp_path, quotes, lang, said):
-    # TensorRT-LLM at TP 8 on H100: the first token's estimate ÷ 7.65 (17.9 ms floor) and the time per token's ÷ 2.65
-    # (5.3 ms: the weights' read) would both be faster than the GPUs go, so both ranges stop at the limit; the sentence
+    # TensorRT-LLM at TP 8 on H100, one request: the first token's estimate (102 ms, the prompt alone) ÷ 6.1 (its band,
+    # 5.1) = 16.7 ms and the time per token's ÷ 2.65 would both be faster than the GPUs go (17.9 ms: the prompt's
+    # arithmetic at the fastest rate; 5.3 ms: the weights' read), so both ranges stop at the limit; the sentence
     # that gives the band's factor must not stand alone. The shipped online sample's ranges reach no limit: no sentence
     intake = tmp_path / f"trt.{lang}.yaml"
     intake.write_text(TRT_TP8 + f"language: {lang}\n", encoding="utf-8")
