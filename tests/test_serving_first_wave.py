@@ -174,3 +174,41 @@ def test_the_scheduler_simulation_shows_what_repeat_waves_assumes():
     for separate in (False, True):
         first, later = sim.simulate(32, 1024, 1024, 0.2, separate_prefill=separate)
         assert 1.1 * alone < later < 2 * alone < first
+
+
+QUEUE_KEYS = WAVE_KEYS + ["batch_queue_s", "later_ttft_s", "tpot_ms", "requests_in_flight", "running_batch_capacity",
+                          "requests_per_replica", "closed_loop_test_run"]
+LONG_PROMPTS = {**BASE, "model": "llama-3-8b", "gpu": "H200", "serving_engine": "tensorrt-llm", "max_batch_size": 64,
+                "kv_cache_memory_share": 0.95, "seq_len": 51002, "concurrency": 64, "prompt_tokens": 50002,
+                "output_tokens": 1000, "request_lengths": "fixed"}
+
+
+def test_a_test_run_holding_more_than_the_cache_queues_for_a_place(ruleset):
+    # 64 requests of 50,002 + 1,000 tokens kept in flight on one H200, the cache holding fewer: the rest queue. Little's
+    # law: each request is in the system 64 / throughput, the batch serves k at a time for a lifetime of its first token
+    # plus 999 tokens, so it waits (64 / k - 1) lifetimes for a place; 1,024 requests, the first wave 1/16 of them
+    # waiting half that. TensorRT-LLM's gptManagerBenchmark of that run (H58-24, held out): mean TTFT 194,107 ms
+    v = evaluate({**LONG_PROMPTS, "requests_total": 1024}, ruleset, only=QUEUE_KEYS).values
+    k = v["requests_in_flight"]
+    assert v["closed_loop_test_run"] and 1 <= v["running_batch_capacity"] < 64 and k == v["running_batch_capacity"]
+    lifetime = v["later_ttft_s"] + 999 * v["tpot_ms"] / 1000
+    assert v["batch_queue_s"] == pytest.approx((64 / k - 1) * lifetime)
+    share = 64 / 1024
+    expected = (1 - share) * (v["later_ttft_s"] + v["batch_queue_s"]) + share * (
+        max(v["steady_ttft_s"], v["first_wave_ttft_s"]) + v["batch_queue_s"] / 2)
+    assert v["ttft_ms"] == pytest.approx(expected * 1000)
+    assert v["ttft_ms"] == pytest.approx(194107, rel=0.15)
+    assert v["ttft_ms"] > 20 * v["later_ttft_s"] * 1000                  # the queue, not the prompt, sets it
+
+
+def test_no_queue_for_users_a_stack_cap_or_a_cache_with_room(ruleset):
+    # users arriving on their own (no test run) are not queued by the rules; nor a run the cache holds whole (4
+    # requests); nor one whose stack's default batch cap, not its cache, holds it back (vLLM's 256 default, 300 short
+    # requests: its V1 engine admits 1,024 on large GPUs)
+    users = evaluate({k: v for k, v in LONG_PROMPTS.items() if k != "request_lengths"}, ruleset, only=QUEUE_KEYS).values
+    roomy = evaluate({**LONG_PROMPTS, "concurrency": 4, "requests_total": 64}, ruleset, only=QUEUE_KEYS).values
+    capped = evaluate({**BASE, "gpu": "H200", "concurrency": 300, "requests_total": 3000, "prompt_tokens": 128,
+                       "output_tokens": 128}, ruleset, only=QUEUE_KEYS).values
+    assert not users["closed_loop_test_run"] and users["batch_queue_s"] == 0
+    assert roomy["requests_in_flight"] == 4 and roomy["batch_queue_s"] == 0
+    assert capped["requests_in_flight"] < 300 and capped["running_batch_capacity"] >= 300 and capped["batch_queue_s"] == 0
