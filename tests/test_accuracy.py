@@ -410,18 +410,18 @@ FIFTY_FIFTH_HELD_OUT_FIRST_MEASURED = 0.3342
 # The fifty-sixth (cases H56-*): 34 closed-loop serving figures from 3 sources no file cited — Kimi-K2.5 under SGLang
 # 0.5.6 on 8x H200 at 1-100 requests (the SGLang cookbook's page), Qwen3-0.6B on eight vLLM 0.11 replicas through a
 # public endpoint (AIPerf's benchmarking guide), Llama-3.1-70B FP8 at 4 requests of fixed lengths (triton_distributed's
-# vLLM baseline) — entered and committed (a226b49) before scoring, first measured at 4e824a5's rules: median |error|
+# vLLM baseline) — entered and committed (ead0f0c) before scoring, first measured at 4e824a5's rules: median |error|
 # 87.54%, 1 within 10%, 2 within 25%; the first two sources `use: score` after it for their own caveats
 # (docs/holdout.md, "H56"). Kept out of every fit.
 FIFTY_SIXTH_HELD_OUT_FIRST_MEASURED = 0.8755
 # The fifty-seventh (cases H57-*): 10 serving figures of Llama 3.1 70B FP8 under vLLM 0.14.1 on one H200, ShareGPT at
-# 0.5-3 requests/s (DO-Solutions/gtc-2026-doks, phase 0), which no file cited — entered and committed (34919e9) before
+# 0.5-3 requests/s (DO-Solutions/gtc-2026-doks, phase 0), which no file cited — entered and committed (fbf88ca) before
 # scoring, first measured at 4e824a5's rules: median |error| 55.13%, 1 within 10%, 2 within 25%; every time per token
 # quoted 50-63% slow (docs/holdout.md, "H57"). Kept out of every fit.
 FIFTY_SEVENTH_HELD_OUT_FIRST_MEASURED = 0.5514
 # The fifty-eighth (cases H58-*): 48 figures of TensorRT-LLM 0.14's gptManagerBenchmark keeping 2-64 requests of
 # 20,002 or 50,002 + 1,000 tokens in flight, Llama 3 8B in FP8 and BF16 on one H200 (snlpatel001213/trt-llm-perf), which
-# no file cited — entered and committed (c7bd075) before scoring, first measured at 4e824a5's rules: median |error|
+# no file cited — entered and committed (eb9e285) before scoring, first measured at 4e824a5's rules: median |error|
 # 13.20%, 22 within 10%, 35 within 25% (docs/holdout.md, "H58"). Kept out of every fit.
 FIFTY_EIGHTH_HELD_OUT_FIRST_MEASURED = 0.1321
 # sets of held-out figures from a source some published cases cite for other figures: out of sample for their kind
